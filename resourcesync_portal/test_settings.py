@@ -1,0 +1,10 @@
+"""Test overrides of the base settings; nothing else differs."""
+
+import os
+
+os.environ.setdefault("ELASTICSEARCH_INDEX_PREFIX", f"test-{os.getpid()}")
+
+from .settings import *  # noqa: E402, F403
+
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+STORAGES["resourcesync"]["OPTIONS"] = {"location": str(DATA_DIR / "test-documents")}  # noqa: F405

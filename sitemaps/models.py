@@ -1,0 +1,117 @@
+"""Where each published document lives and what it covers.
+
+Resource List pages own stable key ranges `(after_key, through_key]` so an
+update rewrites only the page holding that key and additions only touch the
+tail. Change Lists own time windows `[since, until]`; a closed one is final.
+"""
+
+from __future__ import annotations
+
+from django.db import models
+
+from sources.models import ResourceSet
+
+
+class StoredDocument(models.Model):
+    """A generated document in the `resourcesync` storage, served as is."""
+
+    resource_set = models.ForeignKey(ResourceSet, on_delete=models.CASCADE)
+    number = models.PositiveIntegerField(help_text="Part of the public file name.")
+    storage_name = models.CharField(max_length=500, blank=True)
+    etag = models.CharField(max_length=64, blank=True)
+    entries = models.PositiveIntegerField(default=0)
+    size = models.PositiveBigIntegerField(default=0)
+    generated_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        abstract = True
+
+
+class ResourceListPage(StoredDocument):
+    resource_set = models.ForeignKey(
+        ResourceSet, on_delete=models.CASCADE, related_name="resource_list_pages"
+    )
+    after_key = models.BigIntegerField(help_text="Keys above this belong here...")
+    through_key = models.BigIntegerField(
+        null=True, blank=True, help_text="...up to this one; empty on the open tail page."
+    )
+    at = models.DateTimeField(null=True, blank=True)
+    completed = models.DateTimeField(null=True, blank=True)
+    in_index = models.BooleanField(
+        default=False, help_text="Written as a part of an index (with rel=index)."
+    )
+
+    class Meta:
+        ordering = ["resource_set", "after_key"]
+        constraints = [
+            models.UniqueConstraint(fields=["resource_set", "number"], name="unique_rl_page"),
+            models.UniqueConstraint(fields=["resource_set", "after_key"], name="unique_rl_range"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.resource_set} resourcelist-{self.number}"
+
+
+class ChangeListPage(StoredDocument):
+    resource_set = models.ForeignKey(
+        ResourceSet, on_delete=models.CASCADE, related_name="change_list_pages"
+    )
+    since = models.DateTimeField()
+    until = models.DateTimeField(null=True, blank=True, help_text="Set once the list is closed.")
+    final = models.BooleanField(
+        default=False, help_text="Written with every change up to `until`; never rewritten."
+    )
+
+    class Meta:
+        ordering = ["resource_set", "since"]
+        constraints = [
+            models.UniqueConstraint(fields=["resource_set", "number"], name="unique_cl_page"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.resource_set} changelist-{self.number}"
+
+
+class IndexDocument(StoredDocument):
+    """`resourcelist.xml` and `changelist.xml` of a set (a list or an index)."""
+
+    class Kind(models.TextChoices):
+        RESOURCE_LIST = "resourcelist"
+        CHANGE_LIST = "changelist"
+
+    resource_set = models.ForeignKey(
+        ResourceSet, on_delete=models.CASCADE, related_name="index_documents"
+    )
+    kind = models.CharField(max_length=20, choices=Kind.choices)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["resource_set", "kind"], name="unique_index_doc"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.resource_set} {self.kind}.xml"
+
+
+class RegenerationState(models.Model):
+    """Progress of a set's documents against its change log."""
+
+    resource_set = models.OneToOneField(
+        ResourceSet, on_delete=models.CASCADE, related_name="regeneration_state"
+    )
+    through_change_id = models.BigIntegerField(
+        default=0, help_text="Every change up to this id is reflected in the documents."
+    )
+    regenerated_at = models.DateTimeField(null=True, blank=True)
+    duration = models.DurationField(null=True, blank=True)
+    pages_written = models.PositiveIntegerField(default=0, help_text="In the last run.")
+    running_since = models.DateTimeField(null=True, blank=True)
+    progress_done = models.PositiveIntegerField(default=0)
+    progress_total = models.PositiveIntegerField(default=0)
+    scheduled_at = models.DateTimeField(
+        null=True, blank=True, help_text="A regeneration task is queued for this time."
+    )
+    last_error = models.TextField(blank=True)
+
+    def __str__(self) -> str:
+        return f"Regeneration of {self.resource_set}"

@@ -1,0 +1,86 @@
+"""Regeneration tasks: by threshold after ingest, periodically, and from the admin."""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+
+from celery import shared_task
+from django.conf import settings
+from django.db.models import Q
+from django.utils import timezone
+
+from sources.models import Change, ResourceSet
+
+from .models import RegenerationState
+from .regeneration import pending_changes, regenerate
+
+logger = logging.getLogger(__name__)
+
+
+@shared_task(
+    bind=True, autoretry_for=(Exception,), retry_backoff=2, retry_backoff_max=120, max_retries=5
+)
+def regenerate_resource_set(self, resource_set_id: int, full: bool = False) -> str:
+    """Regenerate one set; safe to run twice (a second run finds nothing dirty)."""
+    resource_set = ResourceSet.objects.select_related("provider").get(pk=resource_set_id)
+    RegenerationState.objects.filter(resource_set=resource_set).update(scheduled_at=None)
+    report = regenerate(resource_set, full=full)
+    if report is None:
+        # Another run holds the set; come back once it should be done.
+        schedule(resource_set, delay=5)
+        return "busy"
+    newest = Change.objects.filter(resource_set=resource_set).order_by("-id").values("id").first()
+    if newest and newest["id"] > report.through_change_id:
+        # Changes arrived (or are not indexed yet) during the run.
+        schedule(resource_set, delay=1)
+    return str(report)
+
+
+@shared_task
+def regenerate_due_sets() -> int:
+    """Periodic: regenerate every set with pending changes or a list due to rotate."""
+    count = 0
+    for resource_set in ResourceSet.objects.filter(provider__active=True).select_related(
+        "provider"
+    ):
+        if pending_changes(resource_set) or _rotation_due(resource_set):
+            regenerate_resource_set.delay(resource_set.pk)
+            count += 1
+    return count
+
+
+def _rotation_due(resource_set: ResourceSet) -> bool:
+    open_list = resource_set.change_list_pages.filter(until__isnull=True).first()
+    rotation = resource_set.capabilities.changelist_rotation
+    return open_list is not None and timezone.now() - open_list.since >= rotation
+
+
+def schedule(resource_set: ResourceSet, *, delay: float) -> None:
+    """Queue one regeneration `delay` seconds from now unless one is already queued."""
+    if settings.CELERY_TASK_ALWAYS_EAGER:
+        regenerate_resource_set.apply(args=(resource_set.pk,))
+        return
+    state, _ = RegenerationState.objects.get_or_create(resource_set=resource_set)
+    when = timezone.now() + timedelta(seconds=delay)
+    claimed = RegenerationState.objects.filter(
+        Q(scheduled_at__isnull=True) | Q(scheduled_at__lt=timezone.now() - timedelta(minutes=5)),
+        pk=state.pk,
+    ).update(scheduled_at=when)
+    if claimed:
+        regenerate_resource_set.apply_async(args=(resource_set.pk,), countdown=delay)
+
+
+def after_ingest(resource_set_id: int, first_id: int, last_id: int) -> None:
+    """After-commit hook: regenerate once the set passes its threshold.
+
+    Past N pending changes it runs now; otherwise after T seconds, so a lone
+    change still shows in the open change list quickly.
+    """
+    resource_set = ResourceSet.objects.select_related("provider").get(pk=resource_set_id)
+    capabilities = resource_set.capabilities
+    if pending_changes(resource_set) >= capabilities.regenerate_after_changes:
+        schedule(resource_set, delay=0)
+    else:
+        schedule(resource_set, delay=capabilities.regenerate_after_seconds)
+

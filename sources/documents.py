@@ -1,0 +1,121 @@
+"""Elasticsearch mirrors of `Resource` and `Change` (the seeds' two types).
+
+Modern Elasticsearch has no mapping types and no `not_analyzed`: keywords
+replace them, and `date_nanos` keeps the database's microseconds so both
+stores order changes identically. Signals are ignored: `sources.indexing`
+indexes after commit.
+"""
+
+from django.conf import settings
+from django_elasticsearch_dsl import Document, Index, fields
+from django_elasticsearch_dsl.registries import registry
+
+from .models import Change, Resource
+
+INDEX_SETTINGS = {"number_of_shards": 1, "number_of_replicas": 0}
+
+resources_index = Index(f"{settings.ELASTICSEARCH_INDEX_PREFIX}-resources")
+resources_index.settings(**INDEX_SETTINGS)
+changes_index = Index(f"{settings.ELASTICSEARCH_INDEX_PREFIX}-changes")
+changes_index.settings(**INDEX_SETTINGS)
+
+DATE_NANOS = {"type": "date_nanos", "format": "strict_date_optional_time_nanos"}
+
+
+def location_field() -> fields.NestedField:
+    return fields.NestedField(properties={"type": fields.KeywordField(), "value": fields.KeywordField()})
+
+
+def links_field() -> fields.NestedField:
+    return fields.NestedField(
+        properties={
+            "rel": fields.KeywordField(),
+            "href": location_field(),
+            "mime": fields.KeywordField(),
+            "uri": fields.KeywordField(),
+        }
+    )
+
+
+class DateNanosField(fields.DEDField, fields.Date):
+    name = "date_nanos"
+
+
+def date_nanos() -> DateNanosField:
+    return DateNanosField(format=DATE_NANOS["format"])
+
+
+def isoformat(value) -> str | None:
+    return value.isoformat() if value is not None else None
+
+
+class SnapshotFields:
+    """Fields and preparation shared by both documents."""
+
+    def prepare_resource_set(self, instance) -> str:
+        return instance.resource_set.path
+
+    def prepare_location(self, instance) -> dict[str, str]:
+        return {"type": instance.location_type, "value": instance.location_value}
+
+    def prepare_lastmod(self, instance) -> str | None:
+        return isoformat(instance.lastmod)
+
+    def prepare_timestamp(self, instance) -> str | None:
+        return isoformat(instance.timestamp)
+
+
+@registry.register_document
+@resources_index.document
+class ResourceDocument(SnapshotFields, Document):
+    key = fields.LongField(attr="id")
+    resource_set_id = fields.LongField()
+    resource_set = fields.KeywordField()
+    location = location_field()
+    uri = fields.KeywordField()
+    length = fields.LongField()
+    md5 = fields.KeywordField()
+    sha256 = fields.KeywordField()
+    mime = fields.KeywordField()
+    lastmod = date_nanos()
+    ln = links_field()
+    timestamp = date_nanos()
+
+    class Django:
+        model = Resource
+        ignore_signals = True
+        auto_refresh = False
+
+    def prepare_ln(self, instance) -> list[dict]:
+        return instance.ln
+
+
+@registry.register_document
+@changes_index.document
+class ChangeDocument(SnapshotFields, Document):
+    key = fields.LongField(attr="id")
+    resource_key = fields.LongField()
+    resource_set_id = fields.LongField()
+    resource_set = fields.KeywordField()
+    change = fields.KeywordField()
+    location = location_field()
+    uri = fields.KeywordField()
+    length = fields.LongField()
+    md5 = fields.KeywordField()
+    sha256 = fields.KeywordField()
+    mime = fields.KeywordField()
+    lastmod = date_nanos()
+    ln = links_field()
+    datetime = date_nanos()
+    timestamp = date_nanos()
+
+    class Django:
+        model = Change
+        ignore_signals = True
+        auto_refresh = False
+
+    def prepare_ln(self, instance) -> list[dict]:
+        return instance.ln
+
+    def prepare_datetime(self, instance) -> str:
+        return instance.datetime.isoformat()

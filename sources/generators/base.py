@@ -1,0 +1,121 @@
+"""The generator interface: where ResourceSync entries come from.
+
+A generator yields the rows a document needs, in a stable key order, so the
+document layer can page with keysets and never with OFFSET. Backends differ
+only in where they read (the database, Elasticsearch, a folder); they must
+yield identical records for the same data.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, ClassVar
+
+if TYPE_CHECKING:
+    from sources.models import ResourceSet
+
+#: Records fetched per round trip; large enough to amortise, small enough to stream.
+DEFAULT_BATCH_SIZE = 5000
+
+
+@dataclass(frozen=True, slots=True)
+class Link:
+    """One `<rs:ln>`: href is already resolved to an absolute URI."""
+
+    rel: str
+    href: str
+    mime: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceRecord:
+    """The current state of one resource, as a Resource List entry shows it."""
+
+    key: int
+    uri: str
+    lastmod: datetime
+    length: int
+    md5: str
+    mime: str
+    sha256: str = ""
+    links: tuple[Link, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ChangeRecord:
+    """One logged change, as a Change List entry shows it.
+
+    `key` is the change's own id; `resource_key` the resource it touched.
+    Deleted changes may lack lastmod, length, md5 and mime.
+    """
+
+    key: int
+    resource_key: int
+    uri: str
+    change: str
+    datetime: datetime
+    lastmod: datetime | None = None
+    length: int | None = None
+    md5: str = ""
+    mime: str = ""
+    sha256: str = ""
+    links: tuple[Link, ...] = field(default=())
+
+
+class BaseGenerator:
+    """Base class of every generator backend; hooks state their contract."""
+
+    #: Short name used in settings and in the admin.
+    name: ClassVar[str] = "base"
+    #: True when the backend reads a mirror that lags the database (documents
+    #: then wait until changes are indexed, so no page is written stale).
+    reads_mirror: ClassVar[bool] = False
+
+    def __init__(self, params: dict[str, Any] | None = None) -> None:
+        self.params = params or {}
+
+    def iter_resources(
+        self,
+        resource_set: ResourceSet,
+        *,
+        after: int | None = None,
+        through: int | None = None,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+    ) -> Iterator[ResourceRecord]:
+        """Yield the set's resources by ascending key, keys in (after, through]."""
+        raise NotImplementedError
+
+    def iter_changes(
+        self,
+        resource_set: ResourceSet,
+        *,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        after: tuple[datetime, int] | None = None,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+    ) -> Iterator[ChangeRecord]:
+        """Yield changes with since <= datetime <= until, oldest first.
+
+        Order is (datetime, key); `after` resumes strictly after that pair.
+        """
+        raise NotImplementedError
+
+    def count_resources(self, resource_set: ResourceSet) -> int:
+        """How many resources the set holds now."""
+        raise NotImplementedError
+
+    def count_changes(
+        self,
+        resource_set: ResourceSet,
+        *,
+        since: datetime | None = None,
+        until: datetime | None = None,
+    ) -> int:
+        """How many changes fall in [since, until]."""
+        raise NotImplementedError
+
+    def last_changed(self, resource_set: ResourceSet) -> datetime | None:
+        """The datetime of the set's newest change, or None if it has none."""
+        raise NotImplementedError

@@ -1,0 +1,115 @@
+"""Turn an event's location into the `<loc>` URI destinations will fetch.
+
+Seed 001: a `url` is used as is; an `abs_path` must lie inside the set's
+`resource_root_dir` and is made relative to it; both path kinds are then
+joined to `url_prefix`. Anything that could resolve outside its root is an
+error, never silently rewritten.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+from urllib.parse import quote, unquote, urlsplit
+
+from .models import MAX_URI_LENGTH, LocationType
+
+#: Unreserved characters plus sub-delims that are safe inside a path segment.
+_SEGMENT_SAFE = "-._~!$&'()*+,;=:@"
+
+
+class LocationError(ValueError):
+    """A location that cannot be published; the message says why."""
+
+
+def _check_text(value: str) -> None:
+    if not value:
+        raise LocationError("must not be empty.")
+    if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in value):
+        raise LocationError("must not contain control characters.")
+
+
+def _fully_unquoted(value: str) -> str:
+    """Decode %-escapes until stable, so %252e%252e is seen as '..' too."""
+    for _ in range(5):
+        decoded = unquote(value)
+        if decoded == value:
+            return value
+        value = decoded
+    raise LocationError("is encoded too many times.")
+
+
+def _check_segments(path: str) -> list[str]:
+    """Reject `.`/`..` segments and backslashes, plain or %-encoded."""
+    decoded = _fully_unquoted(path)
+    if "\\" in decoded or "\x00" in decoded:
+        raise LocationError("must not contain backslashes or NUL bytes.")
+    segments = decoded.split("/")
+    if any(segment in {".", ".."} for segment in segments):
+        raise LocationError("must not contain '.' or '..' segments.")
+    return [segment for segment in path.split("/") if segment]
+
+
+def _join(url_prefix: str, segments: list[str]) -> str:
+    base = url_prefix if url_prefix.endswith("/") else url_prefix + "/"
+    return base + "/".join(quote(segment, safe=_SEGMENT_SAFE) for segment in segments)
+
+
+def _inside(root: str, path: str) -> bool:
+    real_root = os.path.realpath(root)
+    real_path = os.path.realpath(path)
+    return real_path == real_root or real_path.startswith(real_root.rstrip(os.sep) + os.sep)
+
+
+def check_url(value: str) -> str:
+    """An http(s) URL with a host, used as is."""
+    _check_text(value)
+    parts = urlsplit(value)
+    if parts.scheme not in {"http", "https"}:
+        raise LocationError("must be an http or https URL.")
+    if not parts.netloc:
+        raise LocationError("must name a host.")
+    if any(ch.isspace() for ch in value):
+        raise LocationError("must not contain spaces; percent-encode them.")
+    return value
+
+
+def resolve_location(
+    location_type: str, value: str, *, url_prefix: str, resource_root_dir: str = ""
+) -> str:
+    """Return the absolute URI for a location, or raise LocationError."""
+    _check_text(value)
+    if location_type == LocationType.URL:
+        uri = check_url(value)
+    elif location_type == LocationType.ABS_PATH:
+        if not resource_root_dir:
+            raise LocationError("abs_path needs the set's resource_root_dir, which is not set.")
+        if not value.startswith("/"):
+            raise LocationError("abs_path must be absolute.")
+        _check_segments(value)
+        normalized = posixpath.normpath(value)
+        root = posixpath.normpath(resource_root_dir)
+        if not (normalized + "/").startswith(root.rstrip("/") + "/") or not _inside(
+            root, normalized
+        ):
+            raise LocationError(f"is outside the resource root {resource_root_dir}.")
+        relative = posixpath.relpath(normalized, root)
+        if relative == ".":
+            raise LocationError("is the resource root itself, not a file in it.")
+        uri = _join(url_prefix, relative.split("/"))
+    elif location_type == LocationType.REL_PATH:
+        if value.startswith("/"):
+            raise LocationError("rel_path must be relative (no leading '/').")
+        segments = _check_segments(value)
+        if not segments:
+            raise LocationError("must name a file.")
+        if resource_root_dir and not _inside(
+            resource_root_dir, os.path.join(resource_root_dir, *segments)
+        ):
+            raise LocationError(f"is outside the resource root {resource_root_dir}.")
+        uri = _join(url_prefix, segments)
+    else:
+        raise LocationError(f"unknown location type {location_type!r}.")
+    if len(uri) >= MAX_URI_LENGTH:
+        raise LocationError(f"resolves to a URI of {len(uri)} characters (limit {MAX_URI_LENGTH}).")
+    return uri

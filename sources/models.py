@@ -1,0 +1,273 @@
+"""Providers, resource sets, and the two records of every event.
+
+`Resource` is the current snapshot of a set, `Change` the append-only log.
+The database rows are the durable record; Elasticsearch mirrors them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from datetime import timedelta
+
+from django.conf import settings
+from django.core.validators import MaxValueValidator, MinValueValidator
+from django.db import models
+from django.db.models import Q
+
+MAX_ENTRIES_PER_DOCUMENT = 50_000  # https://www.sitemaps.org/protocol.html#index
+MAX_URI_LENGTH = 2048
+
+
+class DataProvider(models.Model):
+    """An organisation whose resources the portal publishes."""
+
+    name = models.CharField(max_length=200)
+    slug = models.SlugField(max_length=100, unique=True)
+    contact = models.CharField(max_length=254, blank=True, help_text="E-mail or name to contact.")
+    active = models.BooleanField(default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["slug"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class ResourceSet(models.Model):
+    """A set of resources with its own Capability List."""
+
+    provider = models.ForeignKey(
+        DataProvider, on_delete=models.CASCADE, related_name="resource_sets"
+    )
+    slug = models.SlugField(max_length=100)
+    name = models.CharField(max_length=200)
+    description = models.TextField(blank=True)
+    url_prefix = models.URLField(
+        max_length=1000, help_text="Prefix joined to abs_path and rel_path locations."
+    )
+    resource_root_dir = models.CharField(
+        max_length=1000,
+        blank=True,
+        help_text="Absolute directory that abs_path locations must lie inside.",
+    )
+    protected = models.BooleanField(
+        default=False, help_text="Documents need a token of this provider (or staff)."
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    changed_at = models.DateTimeField(
+        null=True, blank=True, editable=False, help_text="When the set last accepted events."
+    )
+    accepts_changes_since = models.DateTimeField(
+        null=True,
+        blank=True,
+        editable=False,
+        help_text="Start of the open Change List: earlier event datetimes would fall "
+        "into a closed, immutable list and are refused.",
+    )
+
+    class Meta:
+        ordering = ["provider__slug", "slug"]
+        constraints = [
+            models.UniqueConstraint(fields=["provider", "slug"], name="unique_set_slug_per_provider")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.provider.slug}/{self.slug}"
+
+    @property
+    def path(self) -> str:
+        """The `<provider>/<set>` part of every URL of this set."""
+        return f"{self.provider.slug}/{self.slug}"
+
+    @property
+    def capabilities(self) -> CapabilitySettings:
+        """The set's capability settings; defaults when none were saved."""
+        try:
+            return self.capability_settings
+        except CapabilitySettings.DoesNotExist:
+            return CapabilitySettings(resource_set=self)
+
+
+class CapabilitySettings(models.Model):
+    """What a set publishes and how its documents are paged and refreshed."""
+
+    resource_set = models.OneToOneField(
+        ResourceSet, on_delete=models.CASCADE, related_name="capability_settings"
+    )
+    publish_resource_list = models.BooleanField(default=True)
+    publish_change_list = models.BooleanField(default=True)
+    publish_resource_dump = models.BooleanField(default=False)
+    publish_change_dump = models.BooleanField(default=False)
+    publish_notifications = models.BooleanField(default=False)
+    entries_per_document = models.PositiveIntegerField(
+        default=MAX_ENTRIES_PER_DOCUMENT,
+        validators=[MinValueValidator(1), MaxValueValidator(MAX_ENTRIES_PER_DOCUMENT)],
+    )
+    changelist_rotation = models.DurationField(
+        default=timedelta(days=1), help_text="The open Change List closes after this period."
+    )
+    regenerate_after_changes = models.PositiveIntegerField(
+        default=1000, help_text="Regenerate documents once this many changes are pending."
+    )
+    regenerate_after_seconds = models.PositiveIntegerField(
+        default=1, help_text="...or once the oldest pending change is this old."
+    )
+
+    class Meta:
+        verbose_name = "capability settings"
+        verbose_name_plural = "capability settings"
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(entries_per_document__gte=1)
+                & Q(entries_per_document__lte=MAX_ENTRIES_PER_DOCUMENT),
+                name="entries_per_document_in_range",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"Capabilities of {self.resource_set}"
+
+
+class LocationType(models.TextChoices):
+    URL = "url", "URL"
+    ABS_PATH = "abs_path", "Absolute path"
+    REL_PATH = "rel_path", "Relative path"
+
+
+class ChangeType(models.TextChoices):
+    CREATED = "created"
+    UPDATED = "updated"
+    DELETED = "deleted"
+
+
+class Resource(models.Model):
+    """The current state of one resource; its id is the stable paging key."""
+
+    resource_set = models.ForeignKey(ResourceSet, on_delete=models.CASCADE, related_name="resources")
+    location_type = models.CharField(max_length=10, choices=LocationType.choices)
+    location_value = models.TextField()
+    uri = models.CharField(max_length=MAX_URI_LENGTH, help_text="The resolved `<loc>`.")
+    length = models.BigIntegerField()
+    md5 = models.CharField(max_length=32)
+    sha256 = models.CharField(max_length=64, blank=True)
+    mime = models.CharField(max_length=255)
+    lastmod = models.DateTimeField()
+    ln = models.JSONField(default=list, blank=True)
+    timestamp = models.DateTimeField(help_text="When the portal last wrote this row.")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["resource_set", "uri"], name="unique_resource_uri")
+        ]
+
+    def __str__(self) -> str:
+        return self.uri
+
+
+class Change(models.Model):
+    """One accepted event; rows are only ever appended."""
+
+    resource_set = models.ForeignKey(ResourceSet, on_delete=models.CASCADE, related_name="changes")
+    resource_key = models.BigIntegerField(
+        null=True,
+        blank=True,
+        help_text="Id of the resource row the change touched (kept after a delete); "
+        "empty for a delete of an unknown resource.",
+    )
+    change = models.CharField(max_length=10, choices=ChangeType.choices)
+    location_type = models.CharField(max_length=10, choices=LocationType.choices)
+    location_value = models.TextField()
+    uri = models.CharField(max_length=MAX_URI_LENGTH)
+    length = models.BigIntegerField(null=True, blank=True)
+    md5 = models.CharField(max_length=32, blank=True)
+    sha256 = models.CharField(max_length=64, blank=True)
+    mime = models.CharField(max_length=255, blank=True)
+    lastmod = models.DateTimeField(null=True, blank=True)
+    ln = models.JSONField(default=list, blank=True)
+    datetime = models.DateTimeField(help_text="When the change happened.")
+    timestamp = models.DateTimeField(help_text="When the portal received it.")
+    event_id = models.CharField(max_length=200, blank=True, help_text="The client's event id.")
+    indexed = models.BooleanField(
+        default=False, help_text="Mirrored into Elasticsearch (resource and change)."
+    )
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["resource_set", "datetime", "id"], name="change_window"),
+            models.Index(
+                fields=["indexed", "id"], name="change_unindexed", condition=Q(indexed=False)
+            ),
+        ]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["resource_set", "event_id"],
+                condition=~Q(event_id=""),
+                name="unique_event_id_per_set",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.change} {self.uri} at {self.datetime:%Y-%m-%dT%H:%M:%SZ}"
+
+
+def hash_token(key: str) -> str:
+    """Tokens are stored as SHA-256 digests: a leaked table grants nothing."""
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+class ApiToken(models.Model):
+    """A bearer token of one provider (or a staff user, reaching every set)."""
+
+    name = models.CharField(max_length=100, blank=True)
+    provider = models.ForeignKey(
+        DataProvider, on_delete=models.CASCADE, null=True, blank=True, related_name="tokens"
+    )
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        help_text="A staff user's token reaches every set.",
+    )
+    key_hash = models.CharField(max_length=64, unique=True, editable=False)
+    prefix = models.CharField(
+        max_length=8, editable=False, help_text="First characters, to tell tokens apart."
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
+    revoked = models.BooleanField(default=False)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(provider__isnull=False) | Q(user__isnull=False),
+                name="token_has_owner",
+            )
+        ]
+
+    def __str__(self) -> str:
+        owner = self.provider.slug if self.provider else f"staff:{self.user}"
+        return f"{self.prefix}… ({owner})"
+
+    @classmethod
+    def issue(
+        cls, *, provider: DataProvider | None = None, user=None, name: str = ""
+    ) -> tuple[ApiToken, str]:
+        """Create a token; the plain key is returned once and never stored."""
+        key = secrets.token_urlsafe(32)
+        token = cls.objects.create(
+            provider=provider, user=user, name=name, key_hash=hash_token(key), prefix=key[:8]
+        )
+        return token, key
+
+    @property
+    def is_staff(self) -> bool:
+        return self.user is not None and self.user.is_staff
+
+    def can_reach(self, resource_set: ResourceSet) -> bool:
+        """Provider tokens reach their own sets; staff tokens reach all."""
+        if self.revoked:
+            return False
+        return self.is_staff or self.provider_id == resource_set.provider_id

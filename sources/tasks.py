@@ -1,0 +1,50 @@
+"""Celery tasks: take ids, call a service, safe to run twice."""
+
+from __future__ import annotations
+
+import logging
+
+from celery import shared_task
+from django.conf import settings
+
+from . import indexing
+
+logger = logging.getLogger(__name__)
+
+
+@shared_task(
+    bind=True,
+    autoretry_for=(Exception,),
+    retry_backoff=2,
+    retry_backoff_max=300,
+    retry_jitter=True,
+    max_retries=10,
+)
+def index_change_range(self, resource_set_id: int, first_id: int, last_id: int) -> int:
+    """Mirror one ingest request into Elasticsearch; retried with backoff."""
+    return indexing.index_change_range(resource_set_id, first_id, last_id)
+
+
+@shared_task
+def reconcile_indices() -> str:
+    """Periodic repair of the Elasticsearch mirror from the database."""
+    if not indexing.elasticsearch_enabled():
+        return "Elasticsearch is not configured."
+    return str(indexing.reconcile())
+
+
+def queue_indexing(resource_set_id: int, first_id: int, last_id: int) -> None:
+    """After-commit hook: mirror new changes, never failing the request.
+
+    Eagerly (no broker) a failure is only logged: nothing is lost, since
+    `reconcile` indexes every change still marked unindexed.
+    """
+    if not indexing.elasticsearch_enabled():
+        return
+    if settings.CELERY_TASK_ALWAYS_EAGER:
+        try:
+            indexing.index_change_range(resource_set_id, first_id, last_id)
+        except Exception:
+            logger.exception("Indexing changes %s..%s failed; reconcile will retry", first_id, last_id)
+        return
+    index_change_range.delay(resource_set_id, first_id, last_id)
