@@ -100,6 +100,30 @@ def pending_changes(resource_set: ResourceSet) -> int:
     return Change.objects.filter(resource_set=resource_set, id__gt=through).count()
 
 
+def dirty_resource_pages(resource_set: ResourceSet) -> list[int]:
+    """Numbers of the Resource List pages pending changes will rewrite."""
+    pages = list(ResourceListPage.objects.filter(resource_set=resource_set))
+    if not pages:
+        return []
+    state, _ = RegenerationState.objects.get_or_create(resource_set=resource_set)
+    newest = Change.objects.filter(resource_set=resource_set).aggregate(n=Max("id"))["n"] or 0
+    changes = Change.objects.filter(
+        resource_set=resource_set, id__gt=state.through_change_id, id__lte=newest
+    )
+    return sorted(pages[position].number for position in touched_pages(pages, changes))
+
+
+def touched_pages(pages: list[ResourceListPage], changes) -> set[int]:
+    """Positions of the pages whose key ranges hold a key these changes touched."""
+    starts = [page.after_key for page in pages]
+    dirty: set[int] = set()
+    keys = changes.exclude(resource_key=None).values_list("resource_key", flat=True)
+    for key in keys.distinct().iterator(chunk_size=10_000):
+        # The page holding `key` has the greatest after_key below it.
+        dirty.add(max(bisect.bisect_left(starts, key) - 1, 0))
+    return dirty
+
+
 def regenerate(resource_set: ResourceSet, *, full: bool = False) -> RegenerationReport | None:
     """Bring the set's documents up to date; None if another run holds the set."""
     started = time.monotonic()
@@ -191,7 +215,7 @@ class _Run:
         elif self.full:
             dirty = set(range(len(pages)))
         else:
-            dirty = self.touched_pages(pages)
+            dirty = touched_pages(pages, self.new_changes())
         if not dirty and self.index_exists(IndexDocument.Kind.RESOURCE_LIST):
             return
         written = self.write_resource_pages(pages, sorted(dirty))
@@ -200,15 +224,6 @@ class _Run:
         if stale:
             self.write_resource_pages(written, [written.index(p) for p in stale], multi=multi)
         self.write_resource_index(written, multi)
-
-    def touched_pages(self, pages: list[ResourceListPage]) -> set[int]:
-        starts = [page.after_key for page in pages]
-        dirty: set[int] = set()
-        keys = self.new_changes().exclude(resource_key=None).values_list("resource_key", flat=True)
-        for key in keys.distinct().iterator(chunk_size=10_000):
-            # The page holding `key` has the greatest after_key below it.
-            dirty.add(max(bisect.bisect_left(starts, key) - 1, 0))
-        return dirty
 
     def write_resource_pages(
         self, pages: list[ResourceListPage], dirty: list[int], *, multi: bool | None = None

@@ -71,7 +71,7 @@ def schedule(resource_set: ResourceSet, *, delay: float) -> None:
         regenerate_resource_set.apply_async(args=(resource_set.pk,), countdown=delay)
 
 
-def after_ingest(resource_set_id: int, first_id: int, last_id: int) -> None:
+def after_ingest(resource_set_id: int) -> None:
     """After-commit hook: regenerate once the set passes its threshold.
 
     Past N pending changes it runs now; otherwise after T seconds, so a lone

@@ -49,7 +49,8 @@ def _send(request: HttpRequest, document: StoredDocument) -> HttpResponse:
         raise Http404("This document has not been generated yet.")
     gzipped = _accepts_gzip(request)
     etag = f'"{document.etag}{"-gz" if gzipped else ""}"'
-    last_modified = document.generated_at.timestamp() if document.generated_at else None
+    # HTTP dates have whole seconds; compare at that precision.
+    last_modified = int(document.generated_at.timestamp()) if document.generated_at else None
     response = get_conditional_response(request, etag=etag, last_modified=last_modified)
     if response is None:
         name = document.storage_name + (GZIP_SUFFIX if gzipped else "")

@@ -84,14 +84,14 @@ def index_changes(changes: list[Change]) -> int:
     return len(changes)
 
 
-def index_change_range(resource_set_id: int, first_id: int, last_id: int) -> int:
-    """Index the not yet indexed changes of one ingest request."""
+def index_pending_changes(resource_set_id: int | None = None) -> int:
+    """Index every change not yet mirrored (of one set, or of all sets)."""
     ensure_indices()
-    pending = Change.objects.filter(
-        resource_set_id=resource_set_id, pk__gte=first_id, pk__lte=last_id, indexed=False
-    ).select_related("resource_set__provider")
+    pending = Change.objects.filter(indexed=False).select_related("resource_set__provider")
+    if resource_set_id is not None:
+        pending = pending.filter(resource_set_id=resource_set_id)
     done = 0
-    last = first_id - 1
+    last = 0
     while True:
         batch = list(pending.filter(pk__gt=last).order_by("pk")[:BATCH_SIZE])
         if not batch:
@@ -149,15 +149,7 @@ def _count(index: str, resource_set: ResourceSet) -> int:
 def reconcile(resource_sets: Iterable[ResourceSet] | None = None) -> ReconcileReport:
     """Bring both indices in line with the database and say what was fixed."""
     ensure_indices()
-    report = ReconcileReport()
-    while True:
-        batch = list(
-            Change.objects.filter(indexed=False).select_related("resource_set__provider")
-            .order_by("pk")[:BATCH_SIZE]
-        )
-        if not batch:
-            break
-        report.changes_indexed += index_changes(batch)
+    report = ReconcileReport(changes_indexed=index_pending_changes())
     client().indices.refresh(index=f"{resources_index._name},{changes_index._name}")
     sets = resource_sets if resource_sets is not None else ResourceSet.objects.select_related("provider")
     for resource_set in sets:

@@ -11,6 +11,7 @@ import secrets
 from datetime import timedelta
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Q
@@ -250,6 +251,10 @@ class ApiToken(models.Model):
     def __str__(self) -> str:
         owner = self.provider.slug if self.provider else f"staff:{self.user}"
         return f"{self.prefix}… ({owner})"
+
+    def clean(self) -> None:
+        if self.provider_id is None and self.user_id is None:
+            raise ValidationError("A token belongs to a provider or to a staff user.")
 
     @classmethod
     def issue(

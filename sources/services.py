@@ -15,6 +15,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from .bulk import BulkWriter
 from .events import Event
 from .models import Change, ChangeType, Resource, ResourceSet
 
@@ -57,18 +58,16 @@ class IngestResult:
     updated: int = 0
     deleted: int = 0
     duplicates: int = 0
-    first_change_id: int | None = field(default=None, repr=False)
-    last_change_id: int | None = field(default=None, repr=False)
 
     def counts(self) -> dict[str, int]:
         """The response body: how many events were accepted and how."""
         data = asdict(self)
-        del data["first_change_id"], data["last_change_id"], data["received_at"]
+        del data["received_at"]
         return data
 
 
-#: Called after commit with (resource_set_id, first_change_id, last_change_id).
-after_ingest_hooks: list[Callable[[int, int, int], None]] = []
+#: Called after commit with the resource set's id (indexing, regeneration).
+after_ingest_hooks: list[Callable[[int], None]] = []
 
 
 def resource_set_lock(*, resource_set: ResourceSet) -> datetime:
@@ -137,12 +136,9 @@ def ingest_events(
             raise EventsRejected(errors)
         if batch:
             _apply_batch(resource_set, batch, result)
-        first, last = result.first_change_id, result.last_change_id
-        if first is not None and last is not None:
+        if result.accepted:
             for hook in after_ingest_hooks:
-                transaction.on_commit(
-                    lambda hook=hook: hook(resource_set.pk, first, last), robust=True
-                )
+                transaction.on_commit(lambda hook=hook: hook(resource_set.pk), robust=True)
     return result
 
 
@@ -170,73 +166,99 @@ def _apply_batch(resource_set: ResourceSet, events: list[Event], result: IngestR
         _apply_segment(resource_set, segment, result)
 
 
-def _apply_segment(resource_set: ResourceSet, events: list[Event], result: IngestResult) -> None:
-    received_at = result.received_at
-    existing = dict(
-        Resource.objects.filter(
-            resource_set=resource_set, uri__in=[event.uri for event in events]
-        ).values_list("uri", "id")
+_resources = BulkWriter(Resource, ["resource_set", "uri", *RESOURCE_UPDATE_FIELDS])
+_changes = BulkWriter(
+    Change,
+    [
+        "resource_set",
+        "resource_key",
+        "change",
+        "location_type",
+        "location_value",
+        "uri",
+        "length",
+        "md5",
+        "sha256",
+        "mime",
+        "lastmod",
+        "ln",
+        "datetime",
+        "timestamp",
+        "event_id",
+        "indexed",
+    ],
+)
+
+
+def _keys(resource_set: ResourceSet, uris: list[str]) -> dict[str, int]:
+    return dict(
+        Resource.objects.filter(resource_set=resource_set, uri__in=uris).values_list("uri", "id")
     )
-    upserts: list[Resource] = []
-    deletes: list[int] = []
-    logged: list[tuple[Event, str, Resource | int | None]] = []
+
+
+def _apply_segment(resource_set: ResourceSet, events: list[Event], result: IngestResult) -> None:
+    """Apply events that each touch a different URI: a few statements in all."""
+    received_at = result.received_at
+    set_id = resource_set.pk
+    existing = _keys(resource_set, [event.uri for event in events])
+    inserts, updates, update_keys, deletes = [], [], [], []
+    applied_types = []
     for event in events:
         key = existing.get(event.uri)
         if event.change == ChangeType.DELETED:
+            applied_types.append(ChangeType.DELETED)
             if key is not None:
                 deletes.append(key)
-            logged.append((event, ChangeType.DELETED, key))
             continue
-        row = Resource(
-            resource_set=resource_set,
-            location_type=event.location_type,
-            location_value=event.location_value,
-            uri=event.uri,
-            length=event.length,
-            md5=event.md5,
-            sha256=event.sha256,
-            mime=event.mime,
-            lastmod=event.lastmod,
-            ln=[link.as_json() for link in event.links],
-            timestamp=received_at,
-        )
-        upserts.append(row)
-        logged.append((event, ChangeType.UPDATED if key else ChangeType.CREATED, row))
+        values = [
+            event.location_type,
+            event.location_value,
+            event.length,
+            event.md5,
+            event.sha256,
+            event.mime,
+            event.lastmod,
+            [link.as_json() for link in event.links],
+            received_at,
+        ]
+        if key is None:
+            applied_types.append(ChangeType.CREATED)
+            inserts.append([set_id, event.uri, *values])
+        else:
+            applied_types.append(ChangeType.UPDATED)
+            updates.append([set_id, event.uri, *values])
+            update_keys.append(key)
     if deletes:
         Resource.objects.filter(pk__in=deletes).delete()
-    if upserts:
-        Resource.objects.bulk_create(
-            upserts,
-            update_conflicts=True,
-            unique_fields=["resource_set", "uri"],
-            update_fields=RESOURCE_UPDATE_FIELDS,
-        )
+    _resources.update(updates, update_keys)
+    _resources.insert(inserts)
+    if inserts:
+        existing.update(_keys(resource_set, [row[1] for row in inserts]))
     rows = []
-    for event, applied, target in logged:
+    for event, applied in zip(events, applied_types, strict=True):
+        # Receipt time, one microsecond apart in request order, so change
+        # lists can split anywhere between two events.
+        moment = event.datetime or received_at + timedelta(microseconds=result.accepted)
         rows.append(
-            Change(
-                resource_set=resource_set,
-                resource_key=target.pk if isinstance(target, Resource) else target,
-                change=applied,
-                location_type=event.location_type,
-                location_value=event.location_value,
-                uri=event.uri,
-                length=event.length,
-                md5=event.md5,
-                sha256=event.sha256,
-                mime=event.mime,
-                lastmod=event.lastmod,
-                ln=[link.as_json() for link in event.links],
-                # Receipt time, one microsecond apart in request order, so
-                # change lists can split anywhere between two events.
-                datetime=event.datetime or received_at + timedelta(microseconds=result.accepted),
-                timestamp=received_at,
-                event_id=event.id,
-            )
+            [
+                set_id,
+                existing.get(event.uri),
+                applied,
+                event.location_type,
+                event.location_value,
+                event.uri,
+                event.length,
+                event.md5,
+                event.sha256,
+                event.mime,
+                event.lastmod,
+                [link.as_json() for link in event.links],
+                moment,
+                received_at,
+                event.id,
+                False,
+            ]
         )
         setattr(result, applied, getattr(result, applied) + 1)
         result.accepted += 1
-    Change.objects.bulk_create(rows)
-    if result.first_change_id is None:
-        result.first_change_id = rows[0].pk
-    result.last_change_id = rows[-1].pk
+    _changes.insert(rows)

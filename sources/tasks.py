@@ -20,9 +20,9 @@ logger = logging.getLogger(__name__)
     retry_jitter=True,
     max_retries=10,
 )
-def index_change_range(self, resource_set_id: int, first_id: int, last_id: int) -> int:
-    """Mirror one ingest request into Elasticsearch; retried with backoff."""
-    return indexing.index_change_range(resource_set_id, first_id, last_id)
+def index_pending_changes(self, resource_set_id: int) -> int:
+    """Mirror a set's new changes into Elasticsearch; retried with backoff."""
+    return indexing.index_pending_changes(resource_set_id)
 
 
 @shared_task
@@ -33,7 +33,7 @@ def reconcile_indices() -> str:
     return str(indexing.reconcile())
 
 
-def queue_indexing(resource_set_id: int, first_id: int, last_id: int) -> None:
+def queue_indexing(resource_set_id: int) -> None:
     """After-commit hook: mirror new changes, never failing the request.
 
     Eagerly (no broker) a failure is only logged: nothing is lost, since
@@ -43,8 +43,8 @@ def queue_indexing(resource_set_id: int, first_id: int, last_id: int) -> None:
         return
     if settings.CELERY_TASK_ALWAYS_EAGER:
         try:
-            indexing.index_change_range(resource_set_id, first_id, last_id)
+            indexing.index_pending_changes(resource_set_id)
         except Exception:
-            logger.exception("Indexing changes %s..%s failed; reconcile will retry", first_id, last_id)
+            logger.exception("Indexing set %s failed; reconcile will retry", resource_set_id)
         return
-    index_change_range.delay(resource_set_id, first_id, last_id)
+    index_pending_changes.delay(resource_set_id)

@@ -1,0 +1,645 @@
+"""Pure builders: records and URLs in, ResourceSync document bytes out.
+
+Nothing here queries a database or reads settings; every URL arrives as an
+argument, so the same rows always give the same bytes and the builders can be
+tested without Django. All XML goes through `sitemaps.writer`.
+
+Large documents (Resource Lists, Change Lists, manifests) fill one page at a
+time under both sitemap limits and report where they stopped, so the caller
+can start the next page from that record's key.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Generic, TypeVar
+
+from sitemaps.constants import (
+    MAX_DOCUMENT_BYTES,
+    MAX_ENTRIES_PER_DOCUMENT,
+    Capability,
+    Change,
+    w3c_datetime,
+)
+from sitemaps.writer import Attributes, DocumentWriter, Entry, render_document
+from sources.generators.base import ChangeRecord, Link, ResourceRecord
+
+RecordT = TypeVar("RecordT")
+
+_CHANGES = frozenset(Change)
+_URLSET = DocumentWriter("urlset")
+
+
+class DocumentTooLarge(ValueError):
+    """An entry, or a document that cannot be split, exceeds the sitemap limits."""
+
+
+# Paging under the 50,000-entry and 50 MB limits
+
+
+class PageBuilder:
+    """Collects pre-rendered entries between a header and a footer under both limits.
+
+    `add()` refuses an entry that would break either limit, so the caller closes
+    the page there and carries the entry over to the next one.
+    """
+
+    def __init__(
+        self,
+        header: bytes,
+        footer: bytes,
+        *,
+        max_entries: int = MAX_ENTRIES_PER_DOCUMENT,
+        max_bytes: int = MAX_DOCUMENT_BYTES,
+    ) -> None:
+        if max_entries < 1:
+            raise ValueError("max_entries must be at least 1")
+        self.max_entries = max_entries
+        self.max_bytes = max_bytes
+        self.entries = 0
+        self.size = len(header) + len(footer)
+        if self.size > max_bytes:
+            raise DocumentTooLarge(f"header and footer alone exceed {max_bytes} bytes")
+        self._parts = [header]
+        self._footer = footer
+
+    @property
+    def full(self) -> bool:
+        """True once no further entry may be added, whatever its size."""
+        return self.entries >= self.max_entries
+
+    def add(self, entry: bytes) -> bool:
+        """Append `entry` if the page stays within both limits; False means close the page."""
+        if self.entries >= self.max_entries or self.size + len(entry) > self.max_bytes:
+            return False
+        self._parts.append(entry)
+        self.size += len(entry)
+        self.entries += 1
+        return True
+
+    def close(self) -> bytes:
+        """The finished document; `size` is its exact length."""
+        self._parts.append(self._footer)
+        return b"".join(self._parts)
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentPage(Generic[RecordT]):
+    """One finished document and where it stopped in the record stream.
+
+    `has_more` is True when the page closed on a limit while records remained;
+    the next page then starts after `last_record` (the records after it, which
+    this page may already have read from the iterator, are not in it).
+    """
+
+    content: bytes
+    entries: int
+    last_record: RecordT | None
+    has_more: bool
+
+
+def fill_page(
+    page: PageBuilder, records: Iterable[RecordT], render: Callable[[RecordT], bytes]
+) -> DocumentPage[RecordT]:
+    """Render records into `page` until they run out or a limit is reached."""
+    last: RecordT | None = None
+    has_more = False
+    add = page.add
+    for record in records:
+        if page.entries >= page.max_entries:
+            has_more = True
+            break
+        entry = render(record)
+        if not add(entry):
+            if not page.entries:
+                raise DocumentTooLarge(
+                    f"one entry of {len(entry)} bytes cannot fit in a {page.max_bytes}-byte page"
+                )
+            has_more = True
+            break
+        last = record
+    return DocumentPage(
+        content=page.close(), entries=page.entries, last_record=last, has_more=has_more
+    )
+
+
+def _single_page(header: bytes, footer: bytes, entries: Iterable[bytes], what: str) -> bytes:
+    """A document that may not be split (an index, a notification): too big is an error."""
+    page = PageBuilder(header, footer)
+    for entry in entries:
+        if not page.add(entry):
+            raise DocumentTooLarge(f"{what} exceeds the sitemap limits and cannot be split")
+    return page.close()
+
+
+# Entries
+
+
+def hash_value(md5: str, sha256: str = "") -> str:
+    """The `hash` attribute: space-separated `algo:hexdigest`, md5 first, as resync writes it."""
+    if md5 and sha256:
+        return f"md5:{md5} sha-256:{sha256}"
+    if md5:
+        return f"md5:{md5}"
+    if sha256:
+        return f"sha-256:{sha256}"
+    return ""
+
+
+def link_attributes(link: Link) -> Attributes:
+    """`rs:ln` attributes of a record's link; an empty mime leaves `type` out."""
+    return {"rel": link.rel, "href": link.href, "type": link.mime}
+
+
+def resource_entry(record: ResourceRecord, *, path: str = "") -> bytes:
+    """A Resource List entry (or, with `path`, a Resource Dump Manifest entry)."""
+    md = {
+        "hash": hash_value(record.md5, record.sha256),
+        "length": str(record.length),
+        "type": record.mime,
+        "path": path,
+    }
+    links = [link_attributes(link) for link in record.links] if record.links else ()
+    return _URLSET.entry(record.uri, w3c_datetime(record.lastmod), md, links)
+
+
+def change_entry(record: ChangeRecord, *, path: str = "") -> bytes:
+    """A Change List or notification entry (or, with `path`, a Change Dump Manifest entry)."""
+    if record.change not in _CHANGES:
+        raise ValueError(f"change must be created, updated or deleted, not {record.change!r}")
+    md = {
+        "change": record.change,
+        "datetime": w3c_datetime(record.datetime),
+        "hash": hash_value(record.md5, record.sha256),
+        "length": "" if record.length is None else str(record.length),
+        "type": record.mime,
+        "path": path,
+    }
+    lastmod = None if record.lastmod is None else w3c_datetime(record.lastmod)
+    links = [link_attributes(link) for link in record.links] if record.links else ()
+    return _URLSET.entry(record.uri, lastmod, md, links)
+
+
+def _links(*pairs: tuple[str, str | None]) -> list[Attributes]:
+    """Root links from (rel, href) pairs, skipping those without an href."""
+    return [{"rel": rel, "href": href} for rel, href in pairs if href]
+
+
+def _time(value: datetime | None) -> str:
+    return "" if value is None else w3c_datetime(value)
+
+
+def _check_snapshot(at: datetime, completed: datetime | None) -> None:
+    if completed is not None and completed < at:
+        raise ValueError(f"completed {completed} is before at {at}")
+
+
+def _check_window(since: datetime, until: datetime | None) -> None:
+    if until is not None and until < since:
+        raise ValueError(f"until {until} is before from {since}")
+
+
+def _change_order_check(since: datetime, until: datetime | None) -> Callable[[ChangeRecord], None]:
+    """A check refusing changes out of order or outside [since, until] (checklist 5 and 6)."""
+    previous = since
+
+    def check(record: ChangeRecord) -> None:
+        nonlocal previous
+        if record.datetime < previous:
+            raise ValueError(
+                f"change {record.key} at {record.datetime} is out of order or before from {since}"
+            )
+        if until is not None and record.datetime > until:
+            raise ValueError(f"change {record.key} at {record.datetime} is after until {until}")
+        previous = record.datetime
+
+    return check
+
+
+# Resource List and its index
+
+
+def build_resource_list(
+    resources: Iterable[ResourceRecord],
+    *,
+    at: datetime,
+    capability_list_url: str,
+    completed: datetime | None = None,
+    index_url: str | None = None,
+    max_entries: int = MAX_ENTRIES_PER_DOCUMENT,
+    max_bytes: int = MAX_DOCUMENT_BYTES,
+) -> DocumentPage[ResourceRecord]:
+    """A Resource List, or one part of it under `index_url`, filled to the limits."""
+    _check_snapshot(at, completed)
+    writer = DocumentWriter("urlset")
+    header = writer.start(
+        {
+            "capability": Capability.RESOURCE_LIST,
+            "at": w3c_datetime(at),
+            "completed": _time(completed),
+        },
+        _links(("up", capability_list_url), ("index", index_url)),
+    )
+    page = PageBuilder(header, writer.end(), max_entries=max_entries, max_bytes=max_bytes)
+    return fill_page(page, resources, resource_entry)
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceListPart:
+    """One Resource List under an index, with the snapshot times of that part."""
+
+    loc: str
+    at: datetime
+    completed: datetime | None = None
+
+
+def build_resource_list_index(
+    parts: Iterable[ResourceListPart],
+    *,
+    at: datetime,
+    capability_list_url: str,
+    completed: datetime | None = None,
+) -> bytes:
+    """A Resource List Index: same capability as its parts; at/completed cover the whole run."""
+    _check_snapshot(at, completed)
+    writer = DocumentWriter("sitemapindex")
+    header = writer.start(
+        {
+            "capability": Capability.RESOURCE_LIST,
+            "at": w3c_datetime(at),
+            "completed": _time(completed),
+        },
+        _links(("up", capability_list_url)),
+    )
+    entries = (
+        writer.entry(part.loc, md={"at": w3c_datetime(part.at), "completed": _time(part.completed)})
+        for part in parts
+    )
+    return _single_page(header, writer.end(), entries, "a Resource List Index")
+
+
+# Change List and its index
+
+
+def build_change_list(
+    changes: Iterable[ChangeRecord],
+    *,
+    since: datetime,
+    capability_list_url: str,
+    until: datetime | None = None,
+    index_url: str | None = None,
+    max_entries: int = MAX_ENTRIES_PER_DOCUMENT,
+    max_bytes: int = MAX_DOCUMENT_BYTES,
+) -> DocumentPage[ChangeRecord]:
+    """A Change List from `since` (rs:md from); `until` only when the list is closed.
+
+    Changes must come oldest first and fall within [since, until].
+    """
+    _check_window(since, until)
+    writer = DocumentWriter("urlset")
+    header = writer.start(
+        {"capability": Capability.CHANGE_LIST, "from": w3c_datetime(since), "until": _time(until)},
+        _links(("up", capability_list_url), ("index", index_url)),
+    )
+    check_order = _change_order_check(since, until)
+
+    def render(record: ChangeRecord) -> bytes:
+        check_order(record)
+        return change_entry(record)
+
+    page = PageBuilder(header, writer.end(), max_entries=max_entries, max_bytes=max_bytes)
+    return fill_page(page, changes, render)
+
+
+@dataclass(frozen=True, slots=True)
+class ChangeListPart:
+    """One Change List under an index; `until` is None while that list is open."""
+
+    loc: str
+    since: datetime
+    until: datetime | None = None
+
+
+def build_change_list_index(
+    parts: Iterable[ChangeListPart],
+    *,
+    since: datetime,
+    capability_list_url: str,
+    until: datetime | None = None,
+) -> bytes:
+    """A Change List Index; parts oldest first, closed parts with `until`, open ones without."""
+    _check_window(since, until)
+    writer = DocumentWriter("sitemapindex")
+    header = writer.start(
+        {"capability": Capability.CHANGE_LIST, "from": w3c_datetime(since), "until": _time(until)},
+        _links(("up", capability_list_url)),
+    )
+
+    entries: list[bytes] = []
+    previous: ChangeListPart | None = None
+    for part in parts:
+        if previous is not None:
+            if previous.until is None:
+                raise ValueError(f"only the newest Change List may be open: {previous.loc}")
+            if part.since < previous.since:
+                raise ValueError(f"Change List Index parts must be oldest first: {part.loc}")
+        elif part.since < since:
+            raise ValueError(f"part {part.loc} starts before the index's from {since}")
+        _check_window(part.since, part.until)
+        md = {"from": w3c_datetime(part.since), "until": _time(part.until)}
+        entries.append(writer.entry(part.loc, md=md))
+        previous = part
+    return _single_page(header, writer.end(), entries, "a Change List Index")
+
+
+# Capability List and Source Description
+
+
+@dataclass(frozen=True, slots=True)
+class CapabilityEntry:
+    """One capability a set publishes: its document (or notification topic) and extra links.
+
+    A notification topic carries `Link(rel="hub", href=<hub>)`.
+    """
+
+    capability: str
+    loc: str
+    links: tuple[Link, ...] = ()
+
+
+def build_capability_list(
+    capabilities: Iterable[CapabilityEntry],
+    *,
+    source_description_url: str,
+    describedby_url: str | None = None,
+) -> bytes:
+    """A Capability List: one entry per capability, in the order given (checklist 10)."""
+    entries: list[Entry] = []
+    seen: set[str] = set()
+    for item in capabilities:
+        if not item.capability:
+            raise ValueError(f"capability missing for {item.loc}")
+        if item.capability in seen:
+            raise ValueError(f"capability {item.capability!r} listed twice")
+        seen.add(item.capability)
+        links = [link_attributes(link) for link in item.links]
+        entries.append(Entry(item.loc, md={"capability": item.capability}, links=links))
+    return render_document(
+        "urlset",
+        {"capability": Capability.CAPABILITY_LIST},
+        _links(("up", source_description_url), ("describedby", describedby_url)),
+        entries,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class CapabilityListRef:
+    """A Capability List as the Source Description lists it."""
+
+    loc: str
+    describedby_url: str | None = None
+
+
+def build_source_description(
+    capability_lists: Iterable[CapabilityListRef],
+    *,
+    describedby_url: str | None = None,
+) -> bytes:
+    """The Source Description: one entry per Capability List, no lastmod (checklist 13)."""
+    entries = [
+        Entry(
+            item.loc,
+            md={"capability": Capability.CAPABILITY_LIST},
+            links=_links(("describedby", item.describedby_url)),
+        )
+        for item in capability_lists
+    ]
+    return render_document(
+        "urlset",
+        {"capability": Capability.DESCRIPTION},
+        _links(("describedby", describedby_url)),
+        entries,
+    )
+
+
+# Dumps and their manifests
+
+_CONTENTS_TYPE = "application/xml"
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceDumpPackage:
+    """One ZIP of a Resource Dump; length and hashes describe the ZIP's bytes."""
+
+    loc: str
+    length: int
+    md5: str = ""
+    sha256: str = ""
+    mime: str = "application/zip"
+    lastmod: datetime | None = None
+    at: datetime | None = None
+    completed: datetime | None = None
+    manifest_url: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ChangeDumpPackage:
+    """One ZIP of a Change Dump, holding every change in [since, until]."""
+
+    loc: str
+    length: int
+    md5: str = ""
+    sha256: str = ""
+    mime: str = "application/zip"
+    lastmod: datetime | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+    manifest_url: str | None = None
+
+
+def _package_links(manifest_url: str | None) -> list[Attributes]:
+    """The optional `contents` link from a dump entry to its manifest copy."""
+    if not manifest_url:
+        return []
+    return [{"rel": "contents", "href": manifest_url, "type": _CONTENTS_TYPE}]
+
+
+def build_resource_dump(
+    packages: Iterable[ResourceDumpPackage],
+    *,
+    at: datetime,
+    capability_list_url: str,
+    completed: datetime | None = None,
+    index_url: str | None = None,
+) -> bytes:
+    """A Resource Dump: one entry per ZIP package."""
+    _check_snapshot(at, completed)
+    entries = (
+        Entry(
+            package.loc,
+            None if package.lastmod is None else w3c_datetime(package.lastmod),
+            {
+                "at": _time(package.at),
+                "completed": _time(package.completed),
+                "hash": hash_value(package.md5, package.sha256),
+                "length": str(package.length),
+                "type": package.mime,
+            },
+            _package_links(package.manifest_url),
+        )
+        for package in packages
+    )
+    return render_document(
+        "urlset",
+        {
+            "capability": Capability.RESOURCE_DUMP,
+            "at": w3c_datetime(at),
+            "completed": _time(completed),
+        },
+        _links(("up", capability_list_url), ("index", index_url)),
+        entries,
+    )
+
+
+def build_change_dump(
+    packages: Iterable[ChangeDumpPackage],
+    *,
+    since: datetime,
+    capability_list_url: str,
+    until: datetime | None = None,
+    index_url: str | None = None,
+) -> bytes:
+    """A Change Dump: one entry per ZIP package, oldest first."""
+    _check_window(since, until)
+    entries = (
+        Entry(
+            package.loc,
+            None if package.lastmod is None else w3c_datetime(package.lastmod),
+            {
+                "from": _time(package.since),
+                "until": _time(package.until),
+                "hash": hash_value(package.md5, package.sha256),
+                "length": str(package.length),
+                "type": package.mime,
+            },
+            _package_links(package.manifest_url),
+        )
+        for package in packages
+    )
+    return render_document(
+        "urlset",
+        {"capability": Capability.CHANGE_DUMP, "from": w3c_datetime(since), "until": _time(until)},
+        _links(("up", capability_list_url), ("index", index_url)),
+        entries,
+    )
+
+
+def _check_path(path: str) -> None:
+    """A manifest path is the bitstream's place in the ZIP: leading `/`, no trailing `/`."""
+    if not path.startswith("/") or path.endswith("/") or len(path) < 2:
+        raise ValueError(f"manifest path must start with '/' and name a file, not {path!r}")
+
+
+def build_resource_dump_manifest(
+    items: Iterable[tuple[ResourceRecord, str]],
+    *,
+    at: datetime,
+    capability_list_url: str,
+    completed: datetime | None = None,
+    max_entries: int = MAX_ENTRIES_PER_DOCUMENT,
+    max_bytes: int = MAX_DOCUMENT_BYTES,
+) -> DocumentPage[tuple[ResourceRecord, str]]:
+    """The `manifest.xml` of one Resource Dump package: (record, path in the ZIP) pairs."""
+    _check_snapshot(at, completed)
+
+    def render(item: tuple[ResourceRecord, str]) -> bytes:
+        record, path = item
+        _check_path(path)
+        return resource_entry(record, path=path)
+
+    writer = DocumentWriter("urlset")
+    header = writer.start(
+        {
+            "capability": Capability.RESOURCE_DUMP_MANIFEST,
+            "at": w3c_datetime(at),
+            "completed": _time(completed),
+        },
+        _links(("up", capability_list_url)),
+    )
+    page = PageBuilder(header, writer.end(), max_entries=max_entries, max_bytes=max_bytes)
+    return fill_page(page, items, render)
+
+
+def build_change_dump_manifest(
+    items: Iterable[tuple[ChangeRecord, str]],
+    *,
+    since: datetime,
+    capability_list_url: str,
+    until: datetime | None = None,
+    max_entries: int = MAX_ENTRIES_PER_DOCUMENT,
+    max_bytes: int = MAX_DOCUMENT_BYTES,
+) -> DocumentPage[tuple[ChangeRecord, str]]:
+    """The `manifest.xml` of one Change Dump package: (change, path) pairs, oldest first.
+
+    Deleted changes have no bitstream, so their path must be empty; others need one.
+    """
+    _check_window(since, until)
+    check_order = _change_order_check(since, until)
+
+    def render(item: tuple[ChangeRecord, str]) -> bytes:
+        record, path = item
+        check_order(record)
+        if record.change == Change.DELETED:
+            if path:
+                raise ValueError(f"deleted change {record.key} cannot have a path")
+        else:
+            _check_path(path)
+        return change_entry(record, path=path)
+
+    writer = DocumentWriter("urlset")
+    header = writer.start(
+        {
+            "capability": Capability.CHANGE_DUMP_MANIFEST,
+            "from": w3c_datetime(since),
+            "until": _time(until),
+        },
+        _links(("up", capability_list_url)),
+    )
+    page = PageBuilder(header, writer.end(), max_entries=max_entries, max_bytes=max_bytes)
+    return fill_page(page, items, render)
+
+
+# Notifications
+
+
+def build_change_notification(
+    changes: Iterable[ChangeRecord],
+    *,
+    since: datetime,
+    until: datetime,
+    capability_list_url: str | None = None,
+) -> bytes:
+    """A change notification payload: `from` and `until` are both mandatory.
+
+    Payloads have no index, so one that exceeds the limits is an error: send
+    the interval as several consecutive payloads instead.
+    """
+    _check_window(since, until)
+    check_order = _change_order_check(since, until)
+
+    def render(record: ChangeRecord) -> bytes:
+        check_order(record)
+        return change_entry(record)
+
+    writer = DocumentWriter("urlset")
+    header = writer.start(
+        {
+            "capability": Capability.CHANGE_NOTIFICATION,
+            "from": w3c_datetime(since),
+            "until": w3c_datetime(until),
+        },
+        _links(("up", capability_list_url)),
+    )
+    return _single_page(header, writer.end(), map(render, changes), "a change notification")

@@ -1,0 +1,357 @@
+"""Read ResourceSync 1.1 documents into typed values.
+
+This is the project's one reader: the harvester, the tests and any tool that
+consumes a `<urlset>` or `<sitemapindex>` go through `parse_document`. It is
+safe by construction, because documents come from other people's servers:
+
+* the size is checked before any parsing (`max_bytes`, 60 MB by default, a
+  little above the 50 MB sitemaps.org limit);
+* a document with a DOCTYPE or entity declarations is refused outright, which
+  rules out XXE and "billion laughs" whatever the parser would do with them;
+* lxml runs with entity resolution, DTD loading and network access off and
+  its huge-tree limits on.
+
+Datetimes are W3C Datetimes (https://www.w3.org/TR/NOTE-datetime) returned as
+aware UTC values; a time without a zone is an error. Unknown elements and
+attributes are ignored, as the spec asks of destinations.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import io
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import IO
+
+from lxml import etree
+
+from sitemaps.constants import RS_NS, SITEMAP_NS
+
+#: Refuse documents larger than this; sitemaps.org allows 50 MB uncompressed.
+DEFAULT_MAX_BYTES = 60 * 1024 * 1024
+
+CHANGE_TYPES = frozenset({"created", "updated", "deleted"})
+
+_URLSET = f"{{{SITEMAP_NS}}}urlset"
+_SITEMAPINDEX = f"{{{SITEMAP_NS}}}sitemapindex"
+_URL = f"{{{SITEMAP_NS}}}url"
+_SITEMAP = f"{{{SITEMAP_NS}}}sitemap"
+_LOC = f"{{{SITEMAP_NS}}}loc"
+_LASTMOD = f"{{{SITEMAP_NS}}}lastmod"
+_MD = f"{{{RS_NS}}}md"
+_LN = f"{{{RS_NS}}}ln"
+
+_W3C_DATETIME = re.compile(
+    r"(?P<year>\d{4})"
+    r"(?:-(?P<month>\d{2})"
+    r"(?:-(?P<day>\d{2})"
+    r"(?:T(?P<hour>\d{2}):(?P<minute>\d{2})"
+    r"(?::(?P<second>\d{2})(?:\.(?P<fraction>\d+))?)?"
+    r"(?P<zone>Z|[+-]\d{2}:\d{2})?)?)?)?"
+)
+_HEX = re.compile(r"[0-9a-fA-F]+")
+_FORBIDDEN_DECLARATIONS = (b"<!DOCTYPE", b"<!ENTITY")
+
+
+class ResourceSyncParseError(ValueError):
+    """A document is not a well-formed, safe ResourceSync document."""
+
+
+@dataclass(frozen=True, slots=True)
+class Link:
+    """One `<rs:ln>`: a link from a document or an entry to another resource."""
+
+    rel: str
+    href: str
+    type: str | None = None
+    length: int | None = None
+    hash: dict[str, str] = field(default_factory=dict)
+    modified: dt.datetime | None = None
+    pri: int | None = None
+    path: str | None = None
+    encoding: str | None = None
+    profile: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One `<url>` or `<sitemap>` with its `<rs:md>` attributes flattened in."""
+
+    loc: str
+    lastmod: dt.datetime | None = None
+    capability: str | None = None
+    change: str | None = None
+    datetime: dt.datetime | None = None
+    hash: dict[str, str] = field(default_factory=dict)
+    length: int | None = None
+    type: str | None = None
+    path: str | None = None
+    at: dt.datetime | None = None
+    completed: dt.datetime | None = None
+    from_: dt.datetime | None = None
+    until: dt.datetime | None = None
+    encoding: str | None = None
+    modified: dt.datetime | None = None
+    links: tuple[Link, ...] = ()
+
+    def link(self, rel: str) -> Link | None:
+        """The first link with this relation, if any."""
+        return next((link for link in self.links if link.rel == rel), None)
+
+    def links_with(self, rel: str) -> tuple[Link, ...]:
+        """Every link with this relation, in document order."""
+        return tuple(link for link in self.links if link.rel == rel)
+
+
+@dataclass(frozen=True, slots=True)
+class Document:
+    """A parsed urlset (`is_index` False) or sitemapindex (`is_index` True)."""
+
+    is_index: bool
+    capability: str
+    at: dt.datetime | None = None
+    completed: dt.datetime | None = None
+    from_: dt.datetime | None = None
+    until: dt.datetime | None = None
+    links: tuple[Link, ...] = ()
+    entries: tuple[Entry, ...] = ()
+
+    def link(self, rel: str) -> Link | None:
+        """The first root link with this relation, if any."""
+        return next((link for link in self.links if link.rel == rel), None)
+
+
+def parse_document(source: bytes | IO[bytes], *, max_bytes: int = DEFAULT_MAX_BYTES) -> Document:
+    """Parse a ResourceSync urlset or sitemapindex, refusing unsafe input."""
+    data = _read_limited(source, max_bytes)
+    for declaration in _FORBIDDEN_DECLARATIONS:
+        if declaration in data:
+            raise ResourceSyncParseError(
+                f"document contains {declaration.decode()}; DTDs and entities are refused"
+            )
+    try:
+        return _parse_events(_iter_events(data))
+    except etree.XMLSyntaxError as error:
+        raise ResourceSyncParseError(f"not well-formed XML: {error}") from error
+
+
+def parse_datetime(value: str) -> dt.datetime:
+    """Parse a W3C Datetime into an aware UTC datetime; a time needs a zone."""
+    text = value.strip()
+    match = _W3C_DATETIME.fullmatch(text)
+    if match is None:
+        raise ResourceSyncParseError(f"not a W3C Datetime: {value!r}")
+    parts = match.groupdict()
+    if parts["hour"] is not None and parts["zone"] is None:
+        raise ResourceSyncParseError(f"datetime without a time zone: {value!r}")
+    fraction = (parts["fraction"] or "")[:6].ljust(6, "0")
+    try:
+        parsed = dt.datetime(
+            int(parts["year"]),
+            int(parts["month"] or 1),
+            int(parts["day"] or 1),
+            int(parts["hour"] or 0),
+            int(parts["minute"] or 0),
+            int(parts["second"] or 0),
+            int(fraction),
+            tzinfo=_zone(parts["zone"]),
+        )
+    except ValueError as error:
+        raise ResourceSyncParseError(f"invalid datetime {value!r}: {error}") from error
+    return parsed.astimezone(dt.UTC)
+
+
+def parse_hash(value: str) -> dict[str, str]:
+    """Parse `algo:digest` pairs; algorithms lowercased, hex digests lowercased."""
+    digests: dict[str, str] = {}
+    for token in value.split():
+        algorithm, separator, digest = token.partition(":")
+        algorithm = algorithm.lower()
+        if not separator or not algorithm or not digest:
+            raise ResourceSyncParseError(f"hash value is not algo:digest: {token!r}")
+        if algorithm in digests:
+            raise ResourceSyncParseError(f"hash algorithm {algorithm!r} given twice")
+        digests[algorithm] = digest.lower() if _HEX.fullmatch(digest) else digest
+    return digests
+
+
+def _read_limited(source: bytes | IO[bytes], max_bytes: int) -> bytes:
+    if isinstance(source, bytes | bytearray | memoryview):
+        data = bytes(source)
+    else:
+        data = source.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise ResourceSyncParseError(f"document is larger than the limit of {max_bytes} bytes")
+    if not data.strip():
+        raise ResourceSyncParseError("document is empty")
+    return data
+
+
+def _iter_events(data: bytes) -> Iterator[tuple[str, etree._Element]]:
+    events = etree.iterparse(
+        io.BytesIO(data),
+        events=("start", "end"),
+        resolve_entities=False,
+        no_network=True,
+        load_dtd=False,
+        huge_tree=False,
+        remove_comments=True,
+        remove_pis=True,
+    )
+    for event, element in events:
+        if event == "start" and element.getparent() is None:
+            # Covers encodings the byte scan cannot see (UTF-16 and the like).
+            docinfo = element.getroottree().docinfo
+            if docinfo.doctype or docinfo.internalDTD is not None:
+                raise ResourceSyncParseError("document has a DOCTYPE; DTDs are refused")
+        yield event, element
+
+
+def _parse_events(events: Iterator[tuple[str, etree._Element]]) -> Document:
+    _, root = next(events)
+    if root.tag not in (_URLSET, _SITEMAPINDEX):
+        raise ResourceSyncParseError(
+            f"root element is {root.tag}, not a sitemaps.org urlset or sitemapindex"
+        )
+    is_index = root.tag == _SITEMAPINDEX
+    entry_tag = _SITEMAP if is_index else _URL
+    root_md: dict[str, str] | None = None
+    root_links: list[Link] = []
+    entries: list[Entry] = []
+    for event, element in events:
+        if event != "end" or element.getparent() is not root:
+            continue
+        if element.tag == entry_tag:
+            entries.append(_entry(element))
+        elif element.tag in (_MD, _LN) and entries:
+            raise ResourceSyncParseError("root <rs:md> and <rs:ln> must precede the entries")
+        elif element.tag == _MD:
+            if root_md is not None:
+                raise ResourceSyncParseError("the document has more than one root <rs:md>")
+            root_md = dict(element.attrib)
+        elif element.tag == _LN:
+            root_links.append(_link(element))
+        _release(element)
+    if root_md is None or not root_md.get("capability"):
+        raise ResourceSyncParseError("the root <rs:md> with a capability is missing")
+    return Document(
+        is_index=is_index,
+        capability=root_md["capability"].strip(),
+        at=_optional_datetime(root_md, "at"),
+        completed=_optional_datetime(root_md, "completed"),
+        from_=_optional_datetime(root_md, "from"),
+        until=_optional_datetime(root_md, "until"),
+        links=tuple(root_links),
+        entries=tuple(entries),
+    )
+
+
+def _release(element: etree._Element) -> None:
+    """Free parsed entries as we go, so a 50,000-entry tree never builds up."""
+    element.clear()
+    parent = element.getparent()
+    while parent is not None and element.getprevious() is not None:
+        del parent[0]
+
+
+def _entry(element: etree._Element) -> Entry:
+    locs = element.findall(_LOC)
+    if len(locs) != 1:
+        raise ResourceSyncParseError(f"an entry must have exactly one <loc>, found {len(locs)}")
+    loc = (locs[0].text or "").strip()
+    if not loc:
+        raise ResourceSyncParseError("an entry has an empty <loc>")
+    lastmods = element.findall(_LASTMOD)
+    if len(lastmods) > 1:
+        raise ResourceSyncParseError(f"{loc}: more than one <lastmod>")
+    mds = element.findall(_MD)
+    if len(mds) > 1:
+        raise ResourceSyncParseError(f"{loc}: more than one <rs:md>")
+    md: dict[str, str] = dict(mds[0].attrib) if mds else {}
+    change = md.get("change")
+    if change is not None and change not in CHANGE_TYPES:
+        raise ResourceSyncParseError(f"{loc}: unknown change type {change!r}")
+    try:
+        return Entry(
+            loc=loc,
+            lastmod=parse_datetime(lastmods[0].text or "") if lastmods else None,
+            capability=md.get("capability"),
+            change=change,
+            datetime=_optional_datetime(md, "datetime"),
+            hash=parse_hash(md["hash"]) if "hash" in md else {},
+            length=_optional_length(md),
+            type=md.get("type"),
+            path=md.get("path"),
+            at=_optional_datetime(md, "at"),
+            completed=_optional_datetime(md, "completed"),
+            from_=_optional_datetime(md, "from"),
+            until=_optional_datetime(md, "until"),
+            encoding=md.get("encoding"),
+            modified=_optional_datetime(md, "modified"),
+            links=tuple(_link(ln) for ln in element.findall(_LN)),
+        )
+    except ResourceSyncParseError as error:
+        raise ResourceSyncParseError(f"{loc}: {error}") from error
+
+
+def _link(element: etree._Element) -> Link:
+    attributes: dict[str, str] = dict(element.attrib)
+    rel = attributes.get("rel", "").strip()
+    href = attributes.get("href", "").strip()
+    if not rel or not href:
+        raise ResourceSyncParseError("<rs:ln> needs both rel and href")
+    pri = attributes.get("pri")
+    priority = _integer(pri, "pri") if pri is not None else None
+    if priority is not None and not 1 <= priority <= 999_999:
+        raise ResourceSyncParseError(f"pri must be within 1..999999, got {priority}")
+    return Link(
+        rel=rel,
+        href=href,
+        type=attributes.get("type"),
+        length=_optional_length(attributes),
+        hash=parse_hash(attributes["hash"]) if "hash" in attributes else {},
+        modified=_optional_datetime(attributes, "modified"),
+        pri=priority,
+        path=attributes.get("path"),
+        encoding=attributes.get("encoding"),
+        profile=attributes.get("profile"),
+    )
+
+
+def _optional_datetime(attributes: dict[str, str], name: str) -> dt.datetime | None:
+    value = attributes.get(name)
+    if value is None:
+        return None
+    try:
+        return parse_datetime(value)
+    except ResourceSyncParseError as error:
+        raise ResourceSyncParseError(f"attribute {name}: {error}") from error
+
+
+def _optional_length(attributes: dict[str, str]) -> int | None:
+    value = attributes.get("length")
+    if value is None:
+        return None
+    length = _integer(value, "length")
+    if length < 0:
+        raise ResourceSyncParseError(f"length must not be negative, got {length}")
+    return length
+
+
+def _integer(value: str, name: str) -> int:
+    try:
+        return int(value.strip())
+    except ValueError as error:
+        raise ResourceSyncParseError(f"{name} is not an integer: {value!r}") from error
+
+
+def _zone(zone: str | None) -> dt.tzinfo:
+    if zone is None or zone == "Z":
+        return dt.UTC
+    sign = 1 if zone[0] == "+" else -1
+    hours, minutes = int(zone[1:3]), int(zone[4:6])
+    if hours > 23 or minutes > 59:
+        raise ResourceSyncParseError(f"invalid time zone offset {zone!r}")
+    return dt.timezone(sign * dt.timedelta(hours=hours, minutes=minutes))

@@ -1,0 +1,178 @@
+"""Admin: providers, sets with their capabilities, tokens; resources and changes read-only."""
+
+from __future__ import annotations
+
+from django.contrib import admin, messages
+from django.db.models import QuerySet
+from django.http import HttpRequest
+from django.utils.html import format_html
+
+from sitemaps.models import RegenerationState
+from sitemaps.regeneration import dirty_resource_pages, pending_changes
+from sitemaps.tasks import regenerate_resource_set
+
+from .models import ApiToken, CapabilitySettings, Change, DataProvider, Resource, ResourceSet
+
+
+class ResourceSetInline(admin.TabularInline):
+    model = ResourceSet
+    fields = ("slug", "name", "url_prefix", "protected")
+    extra = 0
+    show_change_link = True
+
+
+@admin.register(DataProvider)
+class DataProviderAdmin(admin.ModelAdmin):
+    list_display = ("name", "slug", "contact", "active")
+    list_filter = ("active",)
+    search_fields = ("name", "slug", "contact")
+    prepopulated_fields = {"slug": ("name",)}
+    inlines = [ResourceSetInline]
+
+
+class CapabilitySettingsInline(admin.StackedInline):
+    model = CapabilitySettings
+    can_delete = False
+    min_num = 1
+    max_num = 1
+
+
+@admin.register(ResourceSet)
+class ResourceSetAdmin(admin.ModelAdmin):
+    list_display = (
+        "__str__",
+        "name",
+        "protected",
+        "pages",
+        "dirty",
+        "last_regeneration",
+        "progress",
+    )
+    list_filter = ("provider", "protected")
+    search_fields = ("slug", "name", "provider__slug")
+    readonly_fields = ("changed_at", "accepts_changes_since", "documents")
+    inlines = [CapabilitySettingsInline]
+    actions = ["regenerate_now", "regenerate_all_pages"]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[ResourceSet]:
+        return super().get_queryset(request).select_related("provider", "regeneration_state")
+
+    def _state(self, obj: ResourceSet) -> RegenerationState | None:
+        try:
+            return obj.regeneration_state
+        except RegenerationState.DoesNotExist:
+            return None
+
+    @admin.display(description="pages")
+    def pages(self, obj: ResourceSet) -> str:
+        return (
+            f"{obj.resource_list_pages.count()} resource list, "
+            f"{obj.change_list_pages.count()} change list"
+        )
+
+    @admin.display(description="dirty pages")
+    def dirty(self, obj: ResourceSet) -> str:
+        pages = dirty_resource_pages(obj)
+        pending = pending_changes(obj)
+        return f"{len(pages)} ({pending} pending changes)"
+
+    @admin.display(description="last regeneration")
+    def last_regeneration(self, obj: ResourceSet) -> str:
+        state = self._state(obj)
+        if state is None or state.regenerated_at is None:
+            return "never"
+        error = f" — failed: {state.last_error}" if state.last_error else ""
+        return f"{state.regenerated_at:%Y-%m-%d %H:%M:%S} ({state.pages_written} pages){error}"
+
+    @admin.display(description="progress")
+    def progress(self, obj: ResourceSet) -> str:
+        state = self._state(obj)
+        if state is None or state.running_since is None:
+            return "idle"
+        return f"running: {state.progress_done}/{state.progress_total} pages"
+
+    @admin.display(description="documents")
+    def documents(self, obj: ResourceSet) -> str:
+        if obj.pk is None:
+            return "-"
+        url = f"/resourcesync/{obj.path}/capabilitylist.xml"
+        return format_html(
+            '<a href="{}">{}</a><br>{}; dirty resource list pages: {}<br>{}<br>{}',
+            url,
+            url,
+            self.pages(obj),
+            ", ".join(map(str, dirty_resource_pages(obj))) or "none",
+            self.last_regeneration(obj),
+            self.progress(obj),
+        )
+
+    def save_related(self, request, form, formsets, change) -> None:
+        super().save_related(request, form, formsets, change)
+        CapabilitySettings.objects.get_or_create(resource_set=form.instance)
+
+    @admin.action(description="Regenerate now (changed pages)")
+    def regenerate_now(self, request: HttpRequest, queryset: QuerySet[ResourceSet]) -> None:
+        for resource_set in queryset:
+            regenerate_resource_set.delay(resource_set.pk)
+        self.message_user(request, f"Regeneration queued for {queryset.count()} set(s).")
+
+    @admin.action(description="Regenerate every page")
+    def regenerate_all_pages(self, request: HttpRequest, queryset: QuerySet[ResourceSet]) -> None:
+        for resource_set in queryset:
+            regenerate_resource_set.delay(resource_set.pk, full=True)
+        self.message_user(request, f"Full regeneration queued for {queryset.count()} set(s).")
+
+
+@admin.register(ApiToken)
+class ApiTokenAdmin(admin.ModelAdmin):
+    list_display = ("prefix", "name", "provider", "user", "created_at", "last_used_at", "revoked")
+    list_filter = ("revoked", "provider")
+    fields = ("name", "provider", "user", "revoked", "prefix", "created_at", "last_used_at")
+    readonly_fields = ("prefix", "created_at", "last_used_at")
+
+    def save_model(self, request, obj: ApiToken, form, change: bool) -> None:
+        if change:
+            super().save_model(request, obj, form, change)
+            return
+        token, key = ApiToken.issue(provider=obj.provider, user=obj.user, name=obj.name)
+        obj.pk = token.pk
+        obj.refresh_from_db()
+        self.message_user(
+            request,
+            f"New token (shown once, store it now): {key}",
+            level=messages.WARNING,
+        )
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """The snapshot and the log are written by the API only."""
+
+    show_full_result_count = False
+    list_per_page = 50
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj=None) -> bool:
+        return False
+
+
+@admin.register(Resource)
+class ResourceAdmin(ReadOnlyAdmin):
+    list_display = ("uri", "resource_set", "length", "mime", "lastmod")
+    list_filter = ("resource_set", "location_type")
+    search_fields = ("uri", "location_value", "md5")
+    list_select_related = ("resource_set__provider",)
+
+
+@admin.register(Change)
+class ChangeAdmin(ReadOnlyAdmin):
+    list_display = ("datetime", "change", "uri", "resource_set", "indexed")
+    list_filter = ("change", "resource_set", "indexed", ("datetime", admin.DateFieldListFilter))
+    search_fields = ("uri", "location_value", "event_id")
+    date_hierarchy = "datetime"
+    ordering = ("-id",)
+    list_select_related = ("resource_set__provider",)

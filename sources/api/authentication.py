@@ -1,0 +1,80 @@
+"""`Authorization: Token <key>`: a provider's (or a staff user's) API token.
+
+Only the SHA-256 of a key is stored, so a key is looked up by its hash.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from django.contrib.auth.models import AnonymousUser
+from django.db.models import Q
+from django.utils import timezone
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
+from rest_framework import authentication, exceptions
+from rest_framework.request import Request
+
+from sources.models import ApiToken, hash_token
+
+KEYWORD = "Token"
+#: `last_used_at` is a hint for operators, not an audit log: one write a minute is enough.
+LAST_USED_RESOLUTION = timedelta(minutes=1)
+
+
+class ApiTokenAuthentication(authentication.BaseAuthentication):
+    """Sets `request.auth` to the ApiToken and `request.user` to its staff user, if any."""
+
+    def authenticate(self, request: Request) -> tuple[object, ApiToken] | None:
+        header = authentication.get_authorization_header(request).split()
+        if not header or header[0].lower() != KEYWORD.lower().encode():
+            return None
+        if len(header) != 2:
+            raise exceptions.AuthenticationFailed(
+                f"Invalid token header: expected '{KEYWORD} <key>'."
+            )
+        try:
+            key = header[1].decode("ascii")
+        except UnicodeDecodeError as exc:
+            raise exceptions.AuthenticationFailed("Invalid token.") from exc
+        token = (
+            ApiToken.objects.select_related("provider", "user")
+            .filter(key_hash=hash_token(key))
+            .first()
+        )
+        if token is None or token.revoked:
+            raise exceptions.AuthenticationFailed("Invalid or revoked token.")
+        if token.user is not None and not token.user.is_active:
+            raise exceptions.AuthenticationFailed("The token's user is inactive.")
+        token_touch(token=token)
+        return (token.user or AnonymousUser(), token)
+
+    def authenticate_header(self, request: Request) -> str:
+        # A value here makes DRF answer 401, not 403, when the token is missing.
+        return KEYWORD
+
+
+def token_touch(*, token: ApiToken) -> None:
+    """Record use at most once a minute, so busy clients do not write on every request."""
+    now = timezone.now()
+    if token.last_used_at is not None and now - token.last_used_at < LAST_USED_RESOLUTION:
+        return
+    ApiToken.objects.filter(
+        Q(last_used_at__isnull=True) | Q(last_used_at__lt=now - LAST_USED_RESOLUTION),
+        pk=token.pk,
+    ).update(last_used_at=now)
+    token.last_used_at = now
+
+
+class ApiTokenScheme(OpenApiAuthenticationExtension):
+    """Describes the token header in the OpenAPI schema."""
+
+    target_class = ApiTokenAuthentication
+    name = "ApiToken"
+
+    def get_security_definition(self, auto_schema: object) -> dict[str, str]:
+        return {
+            "type": "apiKey",
+            "in": "header",
+            "name": "Authorization",
+            "description": f"`{KEYWORD} <key>`, a key from `manage.py create_api_token`.",
+        }

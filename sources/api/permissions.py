@@ -1,0 +1,29 @@
+"""Who may use a resource set through the API."""
+
+from __future__ import annotations
+
+from rest_framework.permissions import BasePermission
+from rest_framework.request import Request
+from rest_framework.views import APIView
+
+from sources.models import ApiToken, ResourceSet
+
+
+class HasApiToken(BasePermission):
+    """Every API call needs a valid token; without one DRF answers 401."""
+
+    def has_permission(self, request: Request, view: APIView) -> bool:
+        return isinstance(request.auth, ApiToken)
+
+
+class CanReachResourceSet(BasePermission):
+    """Provider tokens reach their own sets, staff tokens every set (403 otherwise)."""
+
+    message = "This token does not give access to this resource set."
+
+    def has_object_permission(self, request: Request, view: APIView, obj: object) -> bool:
+        return (
+            isinstance(obj, ResourceSet)
+            and isinstance(request.auth, ApiToken)
+            and request.auth.can_reach(obj)
+        )

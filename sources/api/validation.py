@@ -1,0 +1,237 @@
+"""Turn decoded event objects into `Event`s, or say which field is wrong.
+
+Hand-written rather than DRF serializers: a bulk request carries 100,000
+events and a serializer per event costs more than applying it. The wire
+format is described for OpenAPI by `serializers.EventSerializer`; a test
+keeps the two field lists in step.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator
+from datetime import datetime
+from typing import Any
+
+from sources.events import Event, LinkData
+from sources.locations import LocationError, resolve_location
+from sources.models import ChangeType, LocationType, ResourceSet
+from sources.services import EventError
+
+from .parsers import MalformedEvent
+
+EVENT_FIELDS = frozenset(
+    {"change", "location", "length", "md5", "sha256", "mime", "lastmod", "ln", "datetime", "id"}
+)
+LOCATION_FIELDS = frozenset({"type", "value"})
+LINK_FIELDS = frozenset({"rel", "href", "mime"})
+#: Fields a created or updated event must carry; a deleted event may omit them.
+CONTENT_FIELDS = ("length", "md5", "mime", "lastmod")
+
+CHANGE_TYPES = frozenset(ChangeType.values)
+LOCATION_TYPES = frozenset(LocationType.values)
+MAX_LENGTH = 2**63 - 1  # BigIntegerField
+MAX_MIME_LENGTH = 255
+MAX_ID_LENGTH = 200
+MAX_LINKS = 100
+
+_md5 = re.compile(r"[0-9a-fA-F]{32}").fullmatch
+_sha256 = re.compile(r"[0-9a-fA-F]{64}").fullmatch
+# type "/" subtype, optionally followed by parameters (RFC 6838 names).
+_mime = re.compile(r"[A-Za-z0-9][\w!#$&^.+-]*/[A-Za-z0-9][\w!#$&^.+-]*(\s*;[^\x00-\x1f\x7f]*)?")
+_known_types = ", ".join(sorted(CHANGE_TYPES))
+_known_location_types = ", ".join(sorted(LOCATION_TYPES))
+
+
+class _Invalid(Exception):
+    def __init__(self, field: str, message: str) -> None:
+        self.field = field
+        self.message = message
+
+
+class EventValidator:
+    """Validates the events of one request against one resource set's locations."""
+
+    def __init__(self, resource_set: ResourceSet) -> None:
+        self.url_prefix = resource_set.url_prefix
+        self.resource_root_dir = resource_set.resource_root_dir
+
+    def validate_all(self, items: Iterable[object]) -> Iterator[Event | EventError]:
+        """One Event or EventError per item, in order, as `ingest_events` expects."""
+        for index, item in enumerate(items):
+            if isinstance(item, MalformedEvent):
+                yield EventError(index, "body", item.message)
+            else:
+                yield self.validate(item, index=index)
+
+    def validate(self, data: object, *, index: int) -> Event | EventError:
+        """The first problem found is reported; an event has at most one error."""
+        try:
+            return self._event(data)
+        except _Invalid as exc:
+            return EventError(index, exc.field, exc.message)
+
+    def _event(self, data: object) -> Event:
+        if not isinstance(data, dict):
+            raise _Invalid("body", f"an event must be a JSON object, not {_json_type(data)}.")
+        _reject_unknown(data, EVENT_FIELDS, "")
+        change = data.get("change")
+        if change is None:
+            raise _Invalid("change", "is required.")
+        if not isinstance(change, str) or change not in CHANGE_TYPES:
+            raise _Invalid("change", f"must be one of {_known_types}, not {change!r}.")
+        if change != ChangeType.DELETED:
+            for name in CONTENT_FIELDS:
+                if data.get(name) is None:
+                    raise _Invalid(name, f"is required for a {change} event.")
+        location_type, location_value, uri = self._location(data.get("location"), "location")
+        length = data.get("length")
+        if length is not None:
+            length = _length(length)
+        md5 = data.get("md5")
+        sha256 = data.get("sha256")
+        mime = data.get("mime")
+        lastmod = data.get("lastmod")
+        links = data.get("ln")
+        moment = data.get("datetime")
+        event_id = data.get("id")
+        return Event(
+            change=change,
+            location_type=location_type,
+            location_value=location_value,
+            uri=uri,
+            length=length,
+            md5=_digest(md5, "md5", _md5, 32) if md5 is not None else "",
+            sha256=_digest(sha256, "sha256", _sha256, 64) if sha256 not in (None, "") else "",
+            mime=_mime_type(mime, "mime") if mime is not None else "",
+            lastmod=_timestamp(lastmod, "lastmod") if lastmod is not None else None,
+            links=self._links(links) if links is not None else (),
+            datetime=_timestamp(moment, "datetime") if moment is not None else None,
+            id=_event_id(event_id) if event_id is not None else "",
+        )
+
+    def _location(self, data: object, path: str) -> tuple[str, str, str]:
+        if data is None:
+            raise _Invalid(path, "is required.")
+        if not isinstance(data, dict):
+            raise _Invalid(path, 'must be an object like {"type": "url", "value": "..."}.')
+        _reject_unknown(data, LOCATION_FIELDS, path)
+        location_type = data.get("type")
+        value = data.get("value")
+        if location_type is None:
+            raise _Invalid(f"{path}.type", "is required.")
+        if not isinstance(location_type, str) or location_type not in LOCATION_TYPES:
+            raise _Invalid(
+                f"{path}.type", f"must be one of {_known_location_types}, not {location_type!r}."
+            )
+        if value is None:
+            raise _Invalid(f"{path}.value", "is required.")
+        if not isinstance(value, str):
+            raise _Invalid(f"{path}.value", f"must be a string, not {_json_type(value)}.")
+        try:
+            uri = resolve_location(
+                location_type,
+                value,
+                url_prefix=self.url_prefix,
+                resource_root_dir=self.resource_root_dir,
+            )
+        except LocationError as exc:
+            raise _Invalid(f"{path}.value", str(exc)) from exc
+        return location_type, value, uri
+
+    def _links(self, data: object) -> tuple[LinkData, ...]:
+        if not isinstance(data, list):
+            raise _Invalid("ln", f"must be an array, not {_json_type(data)}.")
+        if len(data) > MAX_LINKS:
+            raise _Invalid("ln", f"may hold at most {MAX_LINKS} links.")
+        links = []
+        for position, link in enumerate(data):
+            path = f"ln.{position}"
+            if not isinstance(link, dict):
+                raise _Invalid(path, f"must be an object, not {_json_type(link)}.")
+            _reject_unknown(link, LINK_FIELDS, path)
+            rel = link.get("rel")
+            if not isinstance(rel, str) or not rel.strip():
+                raise _Invalid(f"{path}.rel", "is required and must be a non-empty string.")
+            href_type, href_value, uri = self._location(link.get("href"), f"{path}.href")
+            mime = link.get("mime")
+            links.append(
+                LinkData(
+                    rel=rel,
+                    href_type=href_type,
+                    href_value=href_value,
+                    mime=_mime_type(mime, f"{path}.mime") if mime not in (None, "") else "",
+                    uri=uri,
+                )
+            )
+        return tuple(links)
+
+
+def _reject_unknown(data: dict[str, Any], known: frozenset[str], path: str) -> None:
+    if data.keys() <= known:
+        return
+    unknown = sorted(set(data) - known)[0]
+    raise _Invalid(
+        f"{path}.{unknown}" if path else unknown,
+        f"is not a known field; expected {', '.join(sorted(known))}.",
+    )
+
+
+def _length(value: object) -> int:
+    # bool is an int subclass in Python, but `true` is not a length.
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise _Invalid("length", f"must be an integer, not {_json_type(value)}.")
+    if value < 0:
+        raise _Invalid("length", "must not be negative.")
+    if value > MAX_LENGTH:
+        raise _Invalid("length", f"must be at most {MAX_LENGTH}.")
+    return value
+
+
+def _digest(value: object, field: str, pattern: Any, digits: int) -> str:
+    if not isinstance(value, str) or not pattern(value):
+        raise _Invalid(field, f"must be {digits} hexadecimal digits.")
+    return value.lower()
+
+
+def _mime_type(value: object, field: str) -> str:
+    if not isinstance(value, str):
+        raise _Invalid(field, f"must be a string, not {_json_type(value)}.")
+    if len(value) > MAX_MIME_LENGTH or not _mime.fullmatch(value):
+        raise _Invalid(field, 'must be a media type like "text/plain".')
+    return value
+
+
+def _timestamp(value: object, field: str) -> datetime:
+    if not isinstance(value, str):
+        raise _Invalid(field, f"must be an ISO 8601 string, not {_json_type(value)}.")
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError as exc:
+        raise _Invalid(field, f"is not an ISO 8601 date and time: {value!r}.") from exc
+    if moment.tzinfo is None or moment.utcoffset() is None:
+        raise _Invalid(field, "must include a time zone, e.g. 'Z' or '+02:00'.")
+    return moment
+
+
+def _event_id(value: object) -> str:
+    if isinstance(value, bool) or not isinstance(value, str | int):
+        raise _Invalid("id", f"must be a string, not {_json_type(value)}.")
+    event_id = str(value)
+    if not event_id or len(event_id) > MAX_ID_LENGTH:
+        raise _Invalid("id", f"must be 1 to {MAX_ID_LENGTH} characters long.")
+    return event_id
+
+
+def _json_type(value: object) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    return "an object"

@@ -1,0 +1,265 @@
+"""The ingestion API for the harvester, and reads of what a set now holds."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import asdict
+from typing import Any
+from urllib.parse import urlencode
+
+from django.conf import settings
+from django.http import UnreadablePostError
+from drf_spectacular.utils import (
+    OpenApiExample,
+    OpenApiResponse,
+    PolymorphicProxySerializer,
+    extend_schema,
+)
+from rest_framework import serializers, status
+from rest_framework.exceptions import NotFound
+from rest_framework.renderers import JSONRenderer
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from sources.models import ResourceSet
+from sources.selectors import (
+    change_page,
+    resource_get,
+    resource_set_get,
+    resource_sets_visible_to,
+)
+from sources.services import EventError, EventsRejected, ingest_events
+
+from .authentication import ApiTokenAuthentication
+from .parsers import BodyTooLarge, JSONEventsParser, NDJSONEventsParser
+from .permissions import CanReachResourceSet, HasApiToken
+from .serializers import (
+    ChangeCursorField,
+    ChangePageSerializer,
+    DetailSerializer,
+    ErrorListSerializer,
+    EventSerializer,
+    IngestCountsSerializer,
+    ResourceSerializer,
+    ResourceSetSerializer,
+)
+from .throttling import ApiTokenRateThrottle
+from .validation import EventValidator
+
+CHANGES_DEFAULT_LIMIT = 100
+CHANGES_MAX_LIMIT = 1000
+
+INGEST_DESCRIPTION = f"""\
+Apply events to the set's snapshot and append them to its change log.
+
+The body is one event object or a JSON array of events (`application/json`),
+or one event per line (`application/x-ndjson`), which is read as a stream and
+is the way to send large batches. Bodies over {settings.INGEST_MAX_BODY_BYTES}
+bytes are refused with 413.
+
+A request is all or nothing: if any event is invalid, none is applied and the
+answer is 400 with one error per invalid event (field as a dotted path, e.g.
+`location.value`, `ln.0.href.type`; `body` for malformed JSON or NDJSON).
+
+Semantics, applied in request order:
+
+- `created` inserts the resource, `updated` changes it, `deleted` removes it
+  from the snapshot. Every accepted event appends exactly one change.
+- A `created` for an existing location is applied and logged as an update, an
+  `updated` for an unknown location as a create; a `deleted` for an unknown
+  location is accepted and logged.
+- An event whose `id` was seen before (in this request or an earlier one) is
+  a duplicate: counted, not applied again, so a failed request can be retried.
+- `datetime` defaults to the time of receipt and must not be earlier than the
+  start of the set's open change list.
+"""
+
+EVENT_BODY = PolymorphicProxySerializer(
+    component_name="EventBody",
+    serializers=[EventSerializer, EventSerializer(many=True)],
+    resource_type_field_name=None,
+    many=False,
+)
+ERROR_RESPONSES = {
+    400: OpenApiResponse(ErrorListSerializer, description="Invalid events; nothing applied."),
+    401: OpenApiResponse(DetailSerializer, description="No token, or an invalid or revoked one."),
+    403: OpenApiResponse(DetailSerializer, description="The token does not reach this set."),
+    404: OpenApiResponse(DetailSerializer, description="No such set, or its provider is inactive."),
+    413: OpenApiResponse(ErrorListSerializer, description="The body is over the size limit."),
+    415: OpenApiResponse(DetailSerializer, description="Not JSON or NDJSON."),
+    429: OpenApiResponse(DetailSerializer, description="Too many requests for this token."),
+}
+
+
+class ApiTokenView(APIView):
+    """Every API view: token authentication, per-token throttling, JSON answers."""
+
+    authentication_classes = [ApiTokenAuthentication]
+    permission_classes = [HasApiToken]
+    throttle_classes = [ApiTokenRateThrottle]
+    renderer_classes = [JSONRenderer]
+
+
+class ResourceSetView(ApiTokenView):
+    """A view under `sets/<provider>/<set>/`, for tokens that reach that set."""
+
+    permission_classes = [HasApiToken, CanReachResourceSet]
+
+    def get_resource_set(self) -> ResourceSet:
+        provider_slug, set_slug = self.kwargs["provider_slug"], self.kwargs["set_slug"]
+        resource_set = resource_set_get(provider_slug=provider_slug, set_slug=set_slug)
+        if resource_set is None:
+            raise NotFound(f"No resource set {provider_slug}/{set_slug}.")
+        self.check_object_permissions(self.request, resource_set)
+        return resource_set
+
+
+class ResourceSetListApi(ApiTokenView):
+    @extend_schema(
+        operation_id="sets_list",
+        summary="The resource sets this token reaches",
+        responses={200: ResourceSetSerializer(many=True), 401: ERROR_RESPONSES[401]},
+        tags=["sets"],
+    )
+    def get(self, request: Request) -> Response:
+        resource_sets = resource_sets_visible_to(token=request.auth)
+        return Response(ResourceSetSerializer(resource_sets, many=True).data)
+
+
+class EventIngestApi(ResourceSetView):
+    parser_classes = [JSONEventsParser, NDJSONEventsParser]
+
+    @extend_schema(
+        operation_id="events_create",
+        summary="Post resource events",
+        description=INGEST_DESCRIPTION,
+        request={"application/json": EVENT_BODY, "application/x-ndjson": EventSerializer},
+        responses={200: IngestCountsSerializer, **ERROR_RESPONSES},
+        examples=[
+            OpenApiExample(
+                "A created event",
+                request_only=True,
+                media_type="application/json",
+                value={
+                    "change": "created",
+                    "location": {"type": "rel_path", "value": "reports/2024/a.pdf"},
+                    "length": 8876,
+                    "md5": "1e0d5cb8ef6ba40c99b14c0237be735e",
+                    "mime": "application/pdf",
+                    "lastmod": "2024-05-01T09:30:00Z",
+                    "id": "dit-000001",
+                },
+            )
+        ],
+        tags=["events"],
+    )
+    def post(self, request: Request, provider_slug: str, set_slug: str) -> Response:
+        resource_set = self.get_resource_set()
+        try:
+            items = request.data  # a lazy iterator from the parser, {} for an empty body
+            if not isinstance(items, Iterator):
+                return _errors([EventError(0, "body", "is empty.")], status.HTTP_400_BAD_REQUEST)
+            events = EventValidator(resource_set).validate_all(items)
+            result = ingest_events(resource_set=resource_set, events=events)
+        except EventsRejected as exc:
+            return _errors(exc.errors, status.HTTP_400_BAD_REQUEST)
+        except BodyTooLarge as exc:
+            return _errors(
+                [EventError(0, "body", str(exc))], status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
+            )
+        except UnreadablePostError:
+            return _errors(
+                [EventError(0, "body", "could not be read to the end.")],
+                status.HTTP_400_BAD_REQUEST,
+            )
+        return Response(IngestCountsSerializer(result.counts()).data)
+
+
+def _errors(errors: list[EventError], status_code: int) -> Response:
+    return Response(
+        ErrorListSerializer({"errors": [asdict(error) for error in errors]}).data,
+        status=status_code,
+    )
+
+
+class ResourceDetailApi(ResourceSetView):
+    class FilterSerializer(serializers.Serializer):
+        location = serializers.CharField(
+            help_text="The resolved URI, or the location value as posted."
+        )
+
+    @extend_schema(
+        operation_id="resource_retrieve",
+        summary="The current state of one resource",
+        parameters=[FilterSerializer],
+        responses={
+            200: ResourceSerializer,
+            **{code: ERROR_RESPONSES[code] for code in (401, 403, 404, 429)},
+        },
+        tags=["reads"],
+    )
+    def get(self, request: Request, provider_slug: str, set_slug: str) -> Response:
+        resource_set = self.get_resource_set()
+        filters = self.FilterSerializer(data=request.query_params)
+        filters.is_valid(raise_exception=True)
+        location = filters.validated_data["location"]
+        resource = resource_get(resource_set=resource_set, location=location)
+        if resource is None:
+            raise NotFound("No resource at this location.")
+        return Response(ResourceSerializer(resource).data)
+
+
+class ChangeListApi(ResourceSetView):
+    class FilterSerializer(serializers.Serializer):
+        until = serializers.DateTimeField(required=False, help_text="Inclusive upper bound.")
+        cursor = ChangeCursorField(required=False, help_text="From a `next` link.")
+        limit = serializers.IntegerField(
+            required=False,
+            min_value=1,
+            max_value=CHANGES_MAX_LIMIT,
+            default=CHANGES_DEFAULT_LIMIT,
+        )
+
+        def get_fields(self) -> dict[str, Any]:
+            fields = super().get_fields()
+            # `from` is a Python keyword, so it cannot be declared as an attribute.
+            fields["from"] = serializers.DateTimeField(
+                required=False, help_text="Inclusive lower bound."
+            )
+            return fields
+
+    @extend_schema(
+        operation_id="changes_list",
+        summary="The change log, oldest first",
+        description="Changes ordered by (datetime, id), paged with an opaque cursor: "
+        "follow `next` until it is null.",
+        parameters=[FilterSerializer],
+        responses={
+            200: ChangePageSerializer,
+            **{code: ERROR_RESPONSES[code] for code in (400, 401, 403, 404, 429)},
+        },
+        tags=["reads"],
+    )
+    def get(self, request: Request, provider_slug: str, set_slug: str) -> Response:
+        resource_set = self.get_resource_set()
+        filters = self.FilterSerializer(data=request.query_params)
+        filters.is_valid(raise_exception=True)
+        params = filters.validated_data
+        page = change_page(
+            resource_set=resource_set,
+            since=params.get("from"),
+            until=params.get("until"),
+            after=params.get("cursor"),
+            limit=params["limit"],
+        )
+        next_url = None
+        if page.after is not None:
+            query = {
+                name: request.query_params[name]
+                for name in ("from", "until", "limit")
+                if name in request.query_params
+            }
+            query["cursor"] = ChangeCursorField().to_representation(page.after)
+            next_url = request.build_absolute_uri(f"{request.path}?{urlencode(query)}")
+        return Response(ChangePageSerializer({"next": next_url, "results": page.changes}).data)

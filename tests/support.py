@@ -1,0 +1,88 @@
+"""Small helpers to make sets and post events through the real service."""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import UTC, datetime
+from pathlib import Path
+
+from django.test import TestCase
+from lxml import etree
+
+from sources.events import Event, LinkData
+from sources.models import CapabilitySettings, DataProvider, ResourceSet
+from sources.services import IngestResult, ingest_events
+
+#: The spec's examples and schemas live in shared/, beside the checkout.
+FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures"
+XSD_DIR = FIXTURES / "xsd"
+LASTMOD = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+NS = {"sm": "http://www.sitemaps.org/schemas/sitemap/0.9", "rs": "http://www.openarchives.org/rs/terms/"}
+
+
+def make_set(
+    provider: str = "acme", slug: str = "articles", *, protected: bool = False, **capabilities
+) -> ResourceSet:
+    owner, _ = DataProvider.objects.get_or_create(slug=provider, defaults={"name": provider})
+    resource_set = ResourceSet.objects.create(
+        provider=owner,
+        slug=slug,
+        name=slug,
+        url_prefix=f"http://data.example.org/{provider}/{slug}/",
+        protected=protected,
+    )
+    CapabilitySettings.objects.create(resource_set=resource_set, **capabilities)
+    return resource_set
+
+
+def event(change: str, name: str, *, version: int = 1, **fields) -> Event:
+    """An event for `http://data.example.org/<name>` whose hash depends on the version."""
+    uri = f"http://data.example.org/{name}"
+    content = f"{name} v{version}".encode()
+    data = {
+        "change": change,
+        "location_type": "url",
+        "location_value": uri,
+        "uri": uri,
+        "length": len(content),
+        "md5": hashlib.md5(content, usedforsecurity=False).hexdigest(),
+        "mime": "text/plain",
+        "lastmod": LASTMOD,
+        "links": (
+            LinkData(
+                rel="describedby",
+                href_type="url",
+                href_value=uri + ".xml",
+                mime="application/xml",
+                uri=uri + ".xml",
+            ),
+        ),
+    }
+    if change == "deleted":
+        data.update(length=None, md5="", mime="", lastmod=None, links=())
+    data.update(fields)
+    return Event(**data)
+
+
+def ingest(resource_set: ResourceSet, events: list[Event]) -> IngestResult:
+    """Ingest and run the after-commit hooks (indexing, regeneration) as a commit would."""
+    with TestCase.captureOnCommitCallbacks(execute=True):
+        return ingest_events(resource_set=resource_set, events=events)
+
+
+def created(resource_set: ResourceSet, count: int, start: int = 0) -> IngestResult:
+    return ingest(resource_set, [event("created", f"r/{n:07d}") for n in range(start, start + count)])
+
+
+_schemas: dict[str, etree.XMLSchema] = {}
+
+
+def assert_valid(content: bytes) -> etree._Element:
+    """Parse without entities and validate against the official schemas."""
+    parser = etree.XMLParser(resolve_entities=False, no_network=True)
+    root = etree.fromstring(content, parser)
+    name = "rs-sitemapindex.xsd" if root.tag.endswith("sitemapindex") else "rs-urlset.xsd"
+    if name not in _schemas:
+        _schemas[name] = etree.XMLSchema(etree.parse(f"{XSD_DIR}/{name}"))
+    _schemas[name].assertValid(root)
+    return root
