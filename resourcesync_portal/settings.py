@@ -161,6 +161,10 @@ RESOURCESYNC_MAX_DOCUMENT_BYTES = int(
     os.environ.get("RESOURCESYNC_MAX_DOCUMENT_BYTES", 50 * 1024 * 1024)
 )
 
+# The portal serves the files under each set's resource_root_dir at
+# /files/<provider>/<set>/<path> (the demo uses it); off when a web server does.
+SERVE_RESOURCE_FILES = env_bool("SERVE_RESOURCE_FILES", True)
+
 # --- Ingestion API -----------------------------------------------------------
 INGEST_MAX_BODY_BYTES = int(os.environ.get("INGEST_MAX_BODY_BYTES", 512 * 1024 * 1024))
 INGEST_BATCH_SIZE = int(os.environ.get("INGEST_BATCH_SIZE", 2000))
@@ -201,4 +205,6 @@ LOGGING = {
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
+    # httpx logs every request at INFO; the harvester reports its own progress.
+    "loggers": {"httpx": {"level": "WARNING"}, "elastic_transport": {"level": "WARNING"}},
 }

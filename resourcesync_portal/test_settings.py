@@ -4,7 +4,7 @@ import os
 
 os.environ.setdefault("ELASTICSEARCH_INDEX_PREFIX", f"test-{os.getpid()}")
 
-from .settings import *  # noqa: E402, F403
+from .settings import *  # noqa: F403
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 STORAGES["resourcesync"]["OPTIONS"] = {"location": str(DATA_DIR / "test-documents")}  # noqa: F405

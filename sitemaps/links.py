@@ -16,7 +16,11 @@ def _set_url(name: str, resource_set: ResourceSet, **kwargs: object) -> str:
     return absolute(
         reverse(
             f"sitemaps:{name}",
-            kwargs={"provider": resource_set.provider.slug, "set_slug": resource_set.slug, **kwargs},
+            kwargs={
+                "provider": resource_set.provider.slug,
+                "set_slug": resource_set.slug,
+                **kwargs,
+            },
         )
     )
 

@@ -51,6 +51,8 @@ _W3C_DATETIME = re.compile(
     r"(?::(?P<second>\d{2})(?:\.(?P<fraction>\d+))?)?"
     r"(?P<zone>Z|[+-]\d{2}:\d{2})?)?)?)?"
 )
+# The form almost every producer writes; datetime.fromisoformat reads it directly.
+_UTC_SECONDS = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?Z")
 _HEX = re.compile(r"[0-9a-fA-F]+")
 _FORBIDDEN_DECLARATIONS = (b"<!DOCTYPE", b"<!ENTITY")
 
@@ -140,6 +142,11 @@ def parse_document(source: bytes | IO[bytes], *, max_bytes: int = DEFAULT_MAX_BY
 def parse_datetime(value: str) -> dt.datetime:
     """Parse a W3C Datetime into an aware UTC datetime; a time needs a zone."""
     text = value.strip()
+    if _UTC_SECONDS.fullmatch(text):
+        try:
+            return dt.datetime.fromisoformat(text)
+        except ValueError as error:
+            raise ResourceSyncParseError(f"invalid datetime {value!r}: {error}") from error
     match = _W3C_DATETIME.fullmatch(text)
     if match is None:
         raise ResourceSyncParseError(f"not a W3C Datetime: {value!r}")
@@ -189,10 +196,11 @@ def _read_limited(source: bytes | IO[bytes], max_bytes: int) -> bytes:
     return data
 
 
-def _iter_events(data: bytes) -> Iterator[tuple[str, etree._Element]]:
-    events = etree.iterparse(
+def _iter_events(data: bytes) -> Iterator[etree._Element]:
+    """Yield each element as it ends; refuse the document at once if it has a DTD."""
+    elements = etree.iterparse(
         io.BytesIO(data),
-        events=("start", "end"),
+        events=("end",),
         resolve_entities=False,
         no_network=True,
         load_dtd=False,
@@ -200,28 +208,33 @@ def _iter_events(data: bytes) -> Iterator[tuple[str, etree._Element]]:
         remove_comments=True,
         remove_pis=True,
     )
-    for event, element in events:
-        if event == "start" and element.getparent() is None:
-            # Covers encodings the byte scan cannot see (UTF-16 and the like).
+    checked = False
+    for _, element in elements:
+        if not checked:
+            # The prolog is parsed by now; this covers encodings the byte scan
+            # cannot see (UTF-16 and the like).
             docinfo = element.getroottree().docinfo
             if docinfo.doctype or docinfo.internalDTD is not None:
                 raise ResourceSyncParseError("document has a DOCTYPE; DTDs are refused")
-        yield event, element
+            checked = True
+        yield element
 
 
-def _parse_events(events: Iterator[tuple[str, etree._Element]]) -> Document:
-    _, root = next(events)
-    if root.tag not in (_URLSET, _SITEMAPINDEX):
-        raise ResourceSyncParseError(
-            f"root element is {root.tag}, not a sitemaps.org urlset or sitemapindex"
-        )
-    is_index = root.tag == _SITEMAPINDEX
-    entry_tag = _SITEMAP if is_index else _URL
+def _parse_events(elements: Iterator[etree._Element]) -> Document:
+    root: etree._Element | None = None
+    entry_tag = ""
     root_md: dict[str, str] | None = None
     root_links: list[Link] = []
     entries: list[Entry] = []
-    for event, element in events:
-        if event != "end" or element.getparent() is not root:
+    for element in elements:
+        if root is None:
+            root = element.getroottree().getroot()
+            if root.tag not in (_URLSET, _SITEMAPINDEX):
+                raise ResourceSyncParseError(
+                    f"root element is {root.tag}, not a sitemaps.org urlset or sitemapindex"
+                )
+            entry_tag = _SITEMAP if root.tag == _SITEMAPINDEX else _URL
+        if element.getparent() is not root:
             continue
         if element.tag == entry_tag:
             entries.append(_entry(element))
@@ -233,11 +246,13 @@ def _parse_events(events: Iterator[tuple[str, etree._Element]]) -> Document:
             root_md = dict(element.attrib)
         elif element.tag == _LN:
             root_links.append(_link(element))
-        _release(element)
+        _release(element, root)
+    if root is None:
+        raise ResourceSyncParseError("document has no root element")
     if root_md is None or not root_md.get("capability"):
         raise ResourceSyncParseError("the root <rs:md> with a capability is missing")
     return Document(
-        is_index=is_index,
+        is_index=root.tag == _SITEMAPINDEX,
         capability=root_md["capability"].strip(),
         at=_optional_datetime(root_md, "at"),
         completed=_optional_datetime(root_md, "completed"),
@@ -248,35 +263,43 @@ def _parse_events(events: Iterator[tuple[str, etree._Element]]) -> Document:
     )
 
 
-def _release(element: etree._Element) -> None:
+def _release(element: etree._Element, root: etree._Element) -> None:
     """Free parsed entries as we go, so a 50,000-entry tree never builds up."""
     element.clear()
-    parent = element.getparent()
-    while parent is not None and element.getprevious() is not None:
-        del parent[0]
+    while element.getprevious() is not None:
+        del root[0]
 
 
 def _entry(element: etree._Element) -> Entry:
-    locs = element.findall(_LOC)
-    if len(locs) != 1:
-        raise ResourceSyncParseError(f"an entry must have exactly one <loc>, found {len(locs)}")
-    loc = (locs[0].text or "").strip()
+    loc: str | None = None
+    lastmod: str | None = None
+    md: dict[str, str] | None = None
+    links: list[Link] = []
+    for child in element:
+        if child.tag == _LOC:
+            if loc is not None:
+                raise ResourceSyncParseError("an entry has more than one <loc>")
+            loc = (child.text or "").strip()
+        elif child.tag == _LASTMOD:
+            if lastmod is not None:
+                raise ResourceSyncParseError(f"{loc}: more than one <lastmod>")
+            lastmod = child.text or ""
+        elif child.tag == _MD:
+            if md is not None:
+                raise ResourceSyncParseError(f"{loc}: more than one <rs:md>")
+            md = dict(child.attrib)
+        elif child.tag == _LN:
+            links.append(_link(child))
     if not loc:
-        raise ResourceSyncParseError("an entry has an empty <loc>")
-    lastmods = element.findall(_LASTMOD)
-    if len(lastmods) > 1:
-        raise ResourceSyncParseError(f"{loc}: more than one <lastmod>")
-    mds = element.findall(_MD)
-    if len(mds) > 1:
-        raise ResourceSyncParseError(f"{loc}: more than one <rs:md>")
-    md: dict[str, str] = dict(mds[0].attrib) if mds else {}
+        raise ResourceSyncParseError("an entry needs one non-empty <loc>")
+    md = md or {}
     change = md.get("change")
     if change is not None and change not in CHANGE_TYPES:
         raise ResourceSyncParseError(f"{loc}: unknown change type {change!r}")
     try:
         return Entry(
             loc=loc,
-            lastmod=parse_datetime(lastmods[0].text or "") if lastmods else None,
+            lastmod=parse_datetime(lastmod) if lastmod is not None else None,
             capability=md.get("capability"),
             change=change,
             datetime=_optional_datetime(md, "datetime"),
@@ -290,7 +313,7 @@ def _entry(element: etree._Element) -> Entry:
             until=_optional_datetime(md, "until"),
             encoding=md.get("encoding"),
             modified=_optional_datetime(md, "modified"),
-            links=tuple(_link(ln) for ln in element.findall(_LN)),
+            links=tuple(links),
         )
     except ResourceSyncParseError as error:
         raise ResourceSyncParseError(f"{loc}: {error}") from error

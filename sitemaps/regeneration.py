@@ -307,7 +307,9 @@ class _Run:
             )
         else:
             content = self.read_page(pages[0])
-        self.store_index(IndexDocument.Kind.RESOURCE_LIST, content, len(pages) if multi else pages[0].entries)
+        self.store_index(
+            IndexDocument.Kind.RESOURCE_LIST, content, len(pages) if multi else pages[0].entries
+        )
 
     # Change Lists
 
@@ -315,8 +317,10 @@ class _Run:
         pages = list(ChangeListPage.objects.filter(resource_set=self.resource_set))
         if not pages:
             pages = [self.first_change_list()]
-        changed = self.full or self.new_changes().exists() or not self.index_exists(
-            IndexDocument.Kind.CHANGE_LIST
+        changed = (
+            self.full
+            or self.new_changes().exists()
+            or not self.index_exists(IndexDocument.Kind.CHANGE_LIST)
         )
         open_page = pages[-1]
         if self.now - open_page.since >= self.capabilities.changelist_rotation:
@@ -383,7 +387,11 @@ class _Run:
         if page.storage_name and page.storage_name != name:
             delete_document(page.storage_name)
         page.storage_name, page.etag, page.final = name, etag, final
-        page.entries, page.size, page.generated_at = result.entries, len(result.content), timezone.now()
+        page.entries, page.size, page.generated_at = (
+            result.entries,
+            len(result.content),
+            timezone.now(),
+        )
         page.save()
         self.report.change_pages_written.append(page.number)
 
@@ -420,6 +428,10 @@ class _Run:
         if document.storage_name and document.storage_name != name:
             delete_document(document.storage_name)
         document.storage_name, document.etag = name, etag
-        document.entries, document.size, document.generated_at = entries, len(content), timezone.now()
+        document.entries, document.size, document.generated_at = (
+            entries,
+            len(content),
+            timezone.now(),
+        )
         document.save()
         self.report.indexes_written.append(f"{kind}.xml")

@@ -83,4 +83,3 @@ def after_ingest(resource_set_id: int) -> None:
         schedule(resource_set, delay=0)
     else:
         schedule(resource_set, delay=capabilities.regenerate_after_seconds)
-

@@ -36,9 +36,10 @@ class BulkWriter:
         table = quote(meta.db_table)
         columns = [quote(field.column) for field in fields]
         placeholders = ", ".join(["%s"] * len(columns))
-        self.insert_sql = f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({placeholders})"
+        # Identifiers come from the model's metadata, quoted; values are parameters.
+        self.insert_sql = f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({placeholders})"  # noqa: S608
         assignments = ", ".join(f"{column} = %s" for column in columns)
-        self.update_sql = f"UPDATE {table} SET {assignments} WHERE {quote(meta.pk.column)} = %s"
+        self.update_sql = f"UPDATE {table} SET {assignments} WHERE {quote(meta.pk.column)} = %s"  # noqa: S608
 
     def _adapt(self, rows: Sequence[Sequence[Any]]) -> list[list[Any]]:
         adapted = []

@@ -23,7 +23,9 @@ DATE_NANOS = {"type": "date_nanos", "format": "strict_date_optional_time_nanos"}
 
 
 def location_field() -> fields.NestedField:
-    return fields.NestedField(properties={"type": fields.KeywordField(), "value": fields.KeywordField()})
+    return fields.NestedField(
+        properties={"type": fields.KeywordField(), "value": fields.KeywordField()}
+    )
 
 
 def links_field() -> fields.NestedField:

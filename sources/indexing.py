@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
+from django.db.models import Count, Sum
 from elasticsearch import Elasticsearch
 from elasticsearch.dsl.connections import connections
 from elasticsearch.helpers import streaming_bulk
@@ -60,7 +61,12 @@ def _resource_actions(keys: set[int]) -> Iterator[dict[str, Any]]:
     found = set()
     for row in rows:
         found.add(row.pk)
-        yield {"_op_type": "index", "_index": index, "_id": row.pk, "_source": document.prepare(row)}
+        yield {
+            "_op_type": "index",
+            "_index": index,
+            "_id": row.pk,
+            "_source": document.prepare(row),
+        }
     for key in keys - found:
         yield {"_op_type": "delete", "_index": index, "_id": key}
 
@@ -69,7 +75,12 @@ def _change_actions(changes: list[Change]) -> Iterator[dict[str, Any]]:
     document = ChangeDocument()
     index = changes_index._name
     for change in changes:
-        yield {"_op_type": "index", "_index": index, "_id": change.pk, "_source": document.prepare(change)}
+        yield {
+            "_op_type": "index",
+            "_index": index,
+            "_id": change.pk,
+            "_source": document.prepare(change),
+        }
 
 
 def index_changes(changes: list[Change]) -> int:
@@ -140,10 +151,16 @@ def _es_keys(index: str, resource_set: ResourceSet) -> Iterator[int]:
         search_after = hits[-1]["sort"]
 
 
-def _count(index: str, resource_set: ResourceSet) -> int:
-    return client().count(index=index, query={"term": {"resource_set_id": resource_set.pk}})[
-        "count"
-    ]
+def _fingerprint(index: str, resource_set: ResourceSet) -> tuple[int, int]:
+    """Count and sum of the mirrored keys: cheap, and unequal after any loss."""
+    response = client().search(
+        index=index,
+        query={"term": {"resource_set_id": resource_set.pk}},
+        size=0,
+        aggs={"keys": {"sum": {"field": "key"}}},
+        track_total_hits=True,
+    )
+    return response["hits"]["total"]["value"], int(response["aggregations"]["keys"]["value"])
 
 
 def reconcile(resource_sets: Iterable[ResourceSet] | None = None) -> ReconcileReport:
@@ -151,7 +168,11 @@ def reconcile(resource_sets: Iterable[ResourceSet] | None = None) -> ReconcileRe
     ensure_indices()
     report = ReconcileReport(changes_indexed=index_pending_changes())
     client().indices.refresh(index=f"{resources_index._name},{changes_index._name}")
-    sets = resource_sets if resource_sets is not None else ResourceSet.objects.select_related("provider")
+    sets = (
+        resource_sets
+        if resource_sets is not None
+        else ResourceSet.objects.select_related("provider")
+    )
     for resource_set in sets:
         report.sets.append(resource_set.path)
         _reconcile_keys(
@@ -173,9 +194,10 @@ def reconcile(resource_sets: Iterable[ResourceSet] | None = None) -> ReconcileRe
 
 
 def _reconcile_keys(resource_set, index, rows, report: ReconcileReport, kind: str) -> None:
-    if _count(index, resource_set) == rows.count():
+    expected = rows.aggregate(count=Count("pk"), total=Sum("pk"))
+    if _fingerprint(index, resource_set) == (expected["count"], expected["total"] or 0):
         return
-    # Counts differ: compare keys (both sides sorted) and fix the difference.
+    # The mirror differs: compare keys and fix the difference.
     db_keys = set(rows.values_list("pk", flat=True).iterator(chunk_size=10_000))
     es_keys = set(_es_keys(index, resource_set))
     missing, extra = db_keys - es_keys, es_keys - db_keys
@@ -186,7 +208,13 @@ def _reconcile_keys(resource_set, index, rows, report: ReconcileReport, kind: st
     else:
         for start in range(0, len(missing), BATCH_SIZE):
             chunk = sorted(missing)[start : start + BATCH_SIZE]
-            _bulk(_change_actions(list(Change.objects.filter(pk__in=chunk).select_related("resource_set__provider"))))
+            _bulk(
+                _change_actions(
+                    list(
+                        Change.objects.filter(pk__in=chunk).select_related("resource_set__provider")
+                    )
+                )
+            )
         _bulk({"_op_type": "delete", "_index": index, "_id": key} for key in extra)
         report.changes_reindexed += len(missing)
         report.changes_removed += len(extra)

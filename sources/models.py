@@ -71,7 +71,9 @@ class ResourceSet(models.Model):
     class Meta:
         ordering = ["provider__slug", "slug"]
         constraints = [
-            models.UniqueConstraint(fields=["provider", "slug"], name="unique_set_slug_per_provider")
+            models.UniqueConstraint(
+                fields=["provider", "slug"], name="unique_set_slug_per_provider"
+            )
         ]
 
     def __str__(self) -> str:
@@ -146,7 +148,9 @@ class ChangeType(models.TextChoices):
 class Resource(models.Model):
     """The current state of one resource; its id is the stable paging key."""
 
-    resource_set = models.ForeignKey(ResourceSet, on_delete=models.CASCADE, related_name="resources")
+    resource_set = models.ForeignKey(
+        ResourceSet, on_delete=models.CASCADE, related_name="resources"
+    )
     location_type = models.CharField(max_length=10, choices=LocationType.choices)
     location_value = models.TextField()
     uri = models.CharField(max_length=MAX_URI_LENGTH, help_text="The resolved `<loc>`.")

@@ -78,8 +78,10 @@ def resource_set_lock(*, resource_set: ResourceSet) -> datetime:
     """
     now = timezone.now()
     ResourceSet.objects.filter(pk=resource_set.pk).update(changed_at=now)
-    locked = ResourceSet.objects.select_for_update().only("accepts_changes_since").get(
-        pk=resource_set.pk
+    locked = (
+        ResourceSet.objects.select_for_update()
+        .only("accepts_changes_since")
+        .get(pk=resource_set.pk)
     )
     resource_set.accepts_changes_since = locked.accepts_changes_since
     return timezone.now()
@@ -109,18 +111,14 @@ def ingest_events(
                 if len(errors) >= MAX_REPORTED_ERRORS:
                     break
                 continue
-            if not errors and item.datetime and resource_set.accepts_changes_since:
-                if item.datetime < resource_set.accepts_changes_since:
-                    errors.append(
-                        EventError(
-                            index,
-                            "datetime",
-                            "is before "
-                            f"{resource_set.accepts_changes_since.isoformat()}, when the open "
-                            "change list starts; closed change lists cannot change.",
-                        )
-                    )
-                    continue
+            since = resource_set.accepts_changes_since
+            if item.datetime and since and item.datetime < since:
+                message = (
+                    f"is before {since.isoformat()}, when the open change list starts; "
+                    "closed change lists cannot change."
+                )
+                errors.append(EventError(index, "datetime", message))
+                continue
             if errors:
                 continue
             if item.id:

@@ -48,4 +48,4 @@ def resource_file(request: HttpRequest, provider: str, set_slug: str, path: str)
     if not os.path.isfile(full_path):
         raise Http404("No such file.")
     content_type = mimetypes.guess_type(full_path)[0] or "application/octet-stream"
-    return FileResponse(open(full_path, "rb"), content_type=content_type)  # noqa: SIM115
+    return FileResponse(open(full_path, "rb"), content_type=content_type)

@@ -13,11 +13,12 @@ from sources.events import Event, LinkData
 from sources.models import CapabilitySettings, DataProvider, ResourceSet
 from sources.services import IngestResult, ingest_events
 
-#: The spec's examples and schemas live in shared/, beside the checkout.
-FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures"
-XSD_DIR = FIXTURES / "xsd"
+XSD_DIR = Path(__file__).resolve().parent / "data" / "xsd"
 LASTMOD = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
-NS = {"sm": "http://www.sitemaps.org/schemas/sitemap/0.9", "rs": "http://www.openarchives.org/rs/terms/"}
+NS = {
+    "sm": "http://www.sitemaps.org/schemas/sitemap/0.9",
+    "rs": "http://www.openarchives.org/rs/terms/",
+}
 
 
 def make_set(
@@ -71,7 +72,9 @@ def ingest(resource_set: ResourceSet, events: list[Event]) -> IngestResult:
 
 
 def created(resource_set: ResourceSet, count: int, start: int = 0) -> IngestResult:
-    return ingest(resource_set, [event("created", f"r/{n:07d}") for n in range(start, start + count)])
+    return ingest(
+        resource_set, [event("created", f"r/{n:07d}") for n in range(start, start + count)]
+    )
 
 
 _schemas: dict[str, etree.XMLSchema] = {}

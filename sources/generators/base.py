@@ -8,10 +8,9 @@ yield identical records for the same data.
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from datetime import datetime
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
 if TYPE_CHECKING:
     from sources.models import ResourceSet
@@ -20,8 +19,10 @@ if TYPE_CHECKING:
 DEFAULT_BATCH_SIZE = 5000
 
 
-@dataclass(frozen=True, slots=True)
-class Link:
+# Records are NamedTuples: immutable, typed, and cheap to build a million times.
+
+
+class Link(NamedTuple):
     """One `<rs:ln>`: href is already resolved to an absolute URI."""
 
     rel: str
@@ -29,13 +30,12 @@ class Link:
     mime: str = ""
 
 
-@dataclass(frozen=True, slots=True)
-class ResourceRecord:
+class ResourceRecord(NamedTuple):
     """The current state of one resource, as a Resource List entry shows it."""
 
     key: int
     uri: str
-    lastmod: datetime
+    lastmod: dt.datetime
     length: int
     md5: str
     mime: str
@@ -43,8 +43,7 @@ class ResourceRecord:
     links: tuple[Link, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
-class ChangeRecord:
+class ChangeRecord(NamedTuple):
     """One logged change, as a Change List entry shows it.
 
     `key` is the change's own id; `resource_key` the resource it touched.
@@ -55,13 +54,13 @@ class ChangeRecord:
     resource_key: int
     uri: str
     change: str
-    datetime: datetime
-    lastmod: datetime | None = None
+    datetime: dt.datetime
+    lastmod: dt.datetime | None = None
     length: int | None = None
     md5: str = ""
     mime: str = ""
     sha256: str = ""
-    links: tuple[Link, ...] = field(default=())
+    links: tuple[Link, ...] = ()
 
 
 class BaseGenerator:
@@ -91,9 +90,9 @@ class BaseGenerator:
         self,
         resource_set: ResourceSet,
         *,
-        since: datetime | None = None,
-        until: datetime | None = None,
-        after: tuple[datetime, int] | None = None,
+        since: dt.datetime | None = None,
+        until: dt.datetime | None = None,
+        after: tuple[dt.datetime, int] | None = None,
         batch_size: int = DEFAULT_BATCH_SIZE,
     ) -> Iterator[ChangeRecord]:
         """Yield changes with since <= datetime <= until, oldest first.
@@ -110,12 +109,12 @@ class BaseGenerator:
         self,
         resource_set: ResourceSet,
         *,
-        since: datetime | None = None,
-        until: datetime | None = None,
+        since: dt.datetime | None = None,
+        until: dt.datetime | None = None,
     ) -> int:
         """How many changes fall in [since, until]."""
         raise NotImplementedError
 
-    def last_changed(self, resource_set: ResourceSet) -> datetime | None:
+    def last_changed(self, resource_set: ResourceSet) -> dt.datetime | None:
         """The datetime of the set's newest change, or None if it has none."""
         raise NotImplementedError

@@ -67,7 +67,7 @@ class ElasticsearchGenerator(BaseGenerator):
                 "query": query,
                 "sort": sort,
                 "size": batch_size,
-                "_source": source,
+                "source_includes": source,
                 "track_total_hits": False,
             }
             if search_after is not None:
@@ -135,7 +135,7 @@ class ElasticsearchGenerator(BaseGenerator):
             query=self._filter(resource_set),
             sort=[{"datetime": "desc"}, {"key": "desc"}],
             size=1,
-            _source=["datetime"],
+            source_includes=["datetime"],
             filter_path=FILTER_PATH,
         )
         hits = response.get("hits", {}).get("hits", [])

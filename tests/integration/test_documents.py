@@ -56,7 +56,7 @@ def test_small_set_is_one_resource_list_with_every_entry(client):
     assert status == 200
     assert response["Content-Type"] == "application/xml"
     root = assert_valid(body)
-    assert root.tag == "{%s}urlset" % NS["sm"]
+    assert root.tag == f"{{{NS['sm']}}}urlset"
     assert md(body)["capability"] == "resourcelist"
     assert locs(body) == [f"http://data.example.org/r/{n:07d}" for n in range(3)]
     entry = root.find("sm:url", NS)
@@ -82,7 +82,7 @@ def test_120000_resources_make_three_pages_under_an_index(client):
     regenerate(resource_set)
     status, body, _ = get(client, f"{BASE}/resourcelist.xml")
     index = assert_valid(body)
-    assert index.tag == "{%s}sitemapindex" % NS["sm"]
+    assert index.tag == f"{{{NS['sm']}}}sitemapindex"
     parts = locs(body)
     assert parts == [f"http://127.0.0.1:8000{BASE}/resourcelist-{n}.xml" for n in (1, 2, 3)]
     seen = []
@@ -136,7 +136,9 @@ def test_byte_limit_closes_a_page_early(settings, client):
     assert len(pages) > 1
     assert all(page.size <= 2000 for page in pages)
     _, body, _ = get(client, f"{BASE}/resourcelist.xml")
-    total = sum(len(locs(get(client, p.removeprefix("http://127.0.0.1:8000"))[1])) for p in locs(body))
+    total = sum(
+        len(locs(get(client, p.removeprefix("http://127.0.0.1:8000"))[1])) for p in locs(body)
+    )
     assert total == 20
 
 
@@ -145,20 +147,21 @@ def test_change_list_index_shows_closed_and_open_lists(client):
     created(resource_set, 12)
     _, body, _ = get(client, f"{BASE}/changelist.xml")
     index = assert_valid(body)
-    assert index.tag == "{%s}sitemapindex" % NS["sm"]
+    assert index.tag == f"{{{NS['sm']}}}sitemapindex"
     parts = index.findall("sm:sitemap", NS)
     windows = [dict(part.find("rs:md", NS).attrib) for part in parts]
     assert [("until" in w) for w in windows] == [True, True, False]
     lists = ChangeListPage.objects.order_by("since")
     for part, page in zip(parts, lists, strict=True):
-        _, content, _ = get(client, part.findtext("sm:loc", namespaces=NS).removeprefix("http://127.0.0.1:8000"))
+        _, content, _ = get(
+            client, part.findtext("sm:loc", namespaces=NS).removeprefix("http://127.0.0.1:8000")
+        )
         root = assert_valid(content)
         window = md(content)
+        assert (page.until is None) == ("until" not in window)
         assert window.get("until") == part.find("rs:md", NS).get("until")
         assert window["from"] == part.find("rs:md", NS).get("from")
-        datetimes = [
-            parse(u.find("rs:md", NS).get("datetime")) for u in root.findall("sm:url", NS)
-        ]
+        datetimes = [parse(u.find("rs:md", NS).get("datetime")) for u in root.findall("sm:url", NS)]
         assert datetimes == sorted(datetimes)
         assert all(parse(window["from"]) <= d for d in datetimes)
         if "until" in window:
@@ -181,7 +184,9 @@ def test_rotation_closes_the_open_list_and_closed_lists_are_never_rewritten(clie
     entries = [
         u.find("rs:md", NS).get("change")
         for page in ChangeListPage.objects.all()
-        for u in etree.fromstring(get(client, f"{BASE}/changelist-{page.number}.xml")[1]).findall("sm:url", NS)
+        for u in etree.fromstring(get(client, f"{BASE}/changelist-{page.number}.xml")[1]).findall(
+            "sm:url", NS
+        )
     ]
     assert entries == ["created"] * 4
 
@@ -285,7 +290,15 @@ def test_values_from_events_cannot_inject_markup(client):
     hostile = 'x"/><evil/><rs:ln rel="a'
     ingest(
         resource_set,
-        [event("created", "r/1", mime="text/plain", location_value=hostile, uri="http://data.example.org/a&b<c>")],
+        [
+            event(
+                "created",
+                "r/1",
+                mime="text/plain",
+                location_value=hostile,
+                uri="http://data.example.org/a&b<c>",
+            )
+        ],
     )
     _, body, _ = get(client, f"{BASE}/resourcelist.xml")
     root = etree.fromstring(body)

@@ -11,11 +11,11 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 
+from sitemaps.regeneration import regenerate
 from sources.events import Event, LinkData
 from sources.locations import resolve_location
 from sources.models import ApiToken, CapabilitySettings, DataProvider, LocationType, ResourceSet
 from sources.services import ingest_events
-from sitemaps.regeneration import regenerate
 
 
 class Command(BaseCommand):

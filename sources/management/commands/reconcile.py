@@ -1,0 +1,30 @@
+"""Bring the Elasticsearch indices back in line with the database."""
+
+from __future__ import annotations
+
+from django.core.management.base import BaseCommand, CommandError
+
+from sources import indexing
+from sources.models import ResourceSet
+
+
+class Command(BaseCommand):
+    help = "Index every unindexed change and fix missing or stale documents; report what changed."
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("sets", nargs="*", help="provider/set paths (default: all sets)")
+
+    def handle(self, *args, sets: list[str], **options) -> None:
+        if not indexing.elasticsearch_enabled():
+            raise CommandError("ELASTICSEARCH_URL is not set: there is no mirror to reconcile.")
+        selected = None
+        if sets:
+            selected = []
+            for path in sets:
+                provider, _, slug = path.partition("/")
+                found = ResourceSet.objects.filter(provider__slug=provider, slug=slug).first()
+                if found is None:
+                    raise CommandError(f"Unknown resource set {path!r}.")
+                selected.append(found)
+        report = indexing.reconcile(selected)
+        self.stdout.write(f"Reconciled {len(report.sets)} set(s): {report}")

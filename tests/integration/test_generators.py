@@ -1,0 +1,191 @@
+"""The generator behaviour suite: every backend, same data, same answers."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from unittest import mock
+
+import pytest
+from django.test import override_settings
+
+from sitemaps.models import ChangeListPage, IndexDocument, RegenerationState, ResourceListPage
+from sitemaps.regeneration import regenerate
+from sitemaps.storage import document_storage
+from sources.generators import get_generator
+from sources.indexing import index_pending_changes
+from sources.models import ResourceSet
+from sources.services import ingest_events
+
+from ..elasticsearch import GENERATOR, use_elasticsearch  # noqa: F401
+from ..support import event, make_set
+
+pytestmark = pytest.mark.django_db
+T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+BACKENDS = {
+    "database": "sources.generators.database.DatabaseGenerator",
+    "elasticsearch": GENERATOR,
+}
+
+
+def at(seconds: float) -> datetime:
+    return T0 + timedelta(seconds=seconds)
+
+
+def load(resource_set: ResourceSet) -> None:
+    """Ten resources, then updates, a delete and a re-create, at known times."""
+    ingest_events(
+        resource_set=resource_set,
+        events=[event("created", f"g/{n:02d}", datetime=at(n)) for n in range(10)],
+    )
+    ingest_events(
+        resource_set=resource_set,
+        events=[
+            event("updated", "g/03", version=2, datetime=at(20)),
+            event("deleted", "g/05", datetime=at(20)),
+            event("created", "g/new", datetime=at(21), sha256="ab" * 32),
+            event("deleted", "g/missing", datetime=at(22)),
+            event("created", "g/05", version=3, datetime=at(23)),
+        ],
+    )
+
+
+@pytest.fixture(params=sorted(BACKENDS))
+def backend(request, settings):
+    """Each test runs once per backend, with the data visible to it."""
+    if request.param == "elasticsearch":
+        request.getfixturevalue("use_elasticsearch")
+    settings.RESOURCESYNC_GENERATORS = {"default": {"BACKEND": BACKENDS[request.param]}}
+    resource_set = make_set()
+    load(resource_set)
+    if request.param == "elasticsearch":
+        index_pending_changes()
+    return get_generator(), resource_set
+
+
+def uris(records) -> list[str]:
+    return [record.uri.rsplit("/", 1)[1] for record in records]
+
+
+def test_resources_come_in_key_order_across_batches(backend):
+    generator, resource_set = backend
+    records = list(generator.iter_resources(resource_set, batch_size=3))
+    assert uris(records) == ["00", "01", "02", "03", "04", "06", "07", "08", "09", "new", "05"]
+    keys = [record.key for record in records]
+    assert keys == sorted(keys)
+    assert generator.count_resources(resource_set) == 11
+
+
+def test_resources_between_keys(backend):
+    generator, resource_set = backend
+    keys = [r.key for r in generator.iter_resources(resource_set)]
+    window = list(generator.iter_resources(resource_set, after=keys[2], through=keys[5]))
+    assert [r.key for r in window] == keys[3:6]
+
+
+def test_resource_records_carry_the_latest_state(backend):
+    generator, resource_set = backend
+    records = {r.uri.rsplit("/", 1)[1]: r for r in generator.iter_resources(resource_set)}
+    expected = event("updated", "g/03", version=2)
+    assert (records["03"].md5, records["03"].length) == (expected.md5, expected.length)
+    assert records["new"].sha256 == "ab" * 32
+    assert records["00"].lastmod.tzinfo is not None
+    assert records["00"].links[0].rel == "describedby"
+    assert records["00"].links[0].href.endswith("g/00.xml")
+
+
+def test_changes_in_a_window_are_inclusive_and_ordered(backend):
+    generator, resource_set = backend
+    changes = list(generator.iter_changes(resource_set, since=at(3), until=at(20), batch_size=2))
+    assert [(c.change, c.uri[-2:]) for c in changes] == [
+        ("created", "03"),
+        ("created", "04"),
+        ("created", "05"),
+        ("created", "06"),
+        ("created", "07"),
+        ("created", "08"),
+        ("created", "09"),
+        ("updated", "03"),
+        ("deleted", "05"),
+    ]
+    assert [c.datetime for c in changes] == sorted(c.datetime for c in changes)
+    assert generator.count_changes(resource_set, since=at(3), until=at(20)) == 9
+    assert generator.count_changes(resource_set) == 15
+
+
+def test_changes_resume_after_a_datetime_and_key(backend):
+    generator, resource_set = backend
+    everything = list(generator.iter_changes(resource_set))
+    resumed = list(
+        generator.iter_changes(resource_set, after=(everything[10].datetime, everything[10].key))
+    )
+    assert resumed == everything[11:]
+
+
+def test_deleted_changes_keep_what_the_event_said(backend):
+    generator, resource_set = backend
+    deleted = [c for c in generator.iter_changes(resource_set) if c.change == "deleted"]
+    assert [c.uri.rsplit("/", 1)[1] for c in deleted] == ["05", "missing"]
+    assert deleted[0].md5 == "" and deleted[0].length is None and deleted[0].lastmod is None
+    assert deleted[1].resource_key == 0
+
+
+def test_last_changed(backend):
+    generator, resource_set = backend
+    assert generator.last_changed(resource_set) == at(23)
+    assert generator.last_changed(make_set("empty", "set")) is None
+
+
+def test_backends_yield_identical_records(settings, use_elasticsearch):
+    resource_set = make_set()
+    load(resource_set)
+    index_pending_changes()
+    records = {}
+    for name, path in BACKENDS.items():
+        with override_settings(RESOURCESYNC_GENERATORS={"default": {"BACKEND": path}}):
+            generator = get_generator()
+            records[name] = (
+                list(generator.iter_resources(resource_set)),
+                list(generator.iter_changes(resource_set)),
+            )
+    assert records["database"] == records["elasticsearch"]
+    assert len(records["database"][0]) == 11 and len(records["database"][1]) == 15
+
+
+def _documents(resource_set: ResourceSet) -> dict[str, bytes]:
+    storage = document_storage()
+    stored = [
+        *ResourceListPage.objects.filter(resource_set=resource_set),
+        *ChangeListPage.objects.filter(resource_set=resource_set),
+        *IndexDocument.objects.filter(resource_set=resource_set),
+    ]
+    documents = {}
+    for document in stored:
+        with storage.open(document.storage_name, "rb") as handle:
+            documents[f"{type(document).__name__}-{document.number}-{document}"] = handle.read()
+    return documents
+
+
+def test_backends_write_byte_identical_documents(settings, tmp_path, use_elasticsearch):
+    resource_set = make_set(entries_per_document=4)
+    load(resource_set)
+    index_pending_changes()
+    documents = {}
+    for name, path in BACKENDS.items():
+        settings.STORAGES = {
+            **settings.STORAGES,
+            "resourcesync": {
+                "BACKEND": "django.core.files.storage.FileSystemStorage",
+                "OPTIONS": {"location": str(tmp_path / name)},
+            },
+        }
+        settings.RESOURCESYNC_GENERATORS = {"default": {"BACKEND": path}}
+        ResourceListPage.objects.all().delete()
+        ChangeListPage.objects.all().delete()
+        IndexDocument.objects.all().delete()
+        RegenerationState.objects.all().delete()
+        with mock.patch("django.utils.timezone.now", return_value=at(60)):
+            assert regenerate(resource_set) is not None
+        documents[name] = _documents(resource_set)
+    # 11 resources in 3 pages, 15 changes in 4 lists, and the two indexes.
+    assert len(documents["database"]) == 3 + 4 + 2
+    assert documents["database"] == documents["elasticsearch"]

@@ -1,0 +1,788 @@
+"""The harvester against a source written by the `resync` reference library.
+
+Every document, resource and dump package here is produced with resync and
+served over real HTTP by a ThreadingHTTPServer on 127.0.0.1, so the harvester
+is tested against an independent implementation of the spec.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import io
+import socket
+import threading
+import zipfile
+from collections.abc import Iterator
+from functools import partial
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.core.management import CommandError, call_command
+from resync import CapabilityList, ChangeList, Resource, ResourceList
+from resync.change_dump import ChangeDump
+from resync.change_dump_manifest import ChangeDumpManifest
+from resync.dump import Dump
+from resync.list_base import ListBase
+from resync.mapper import Mapper
+from resync.resource_dump import ResourceDump
+from resync.resource_dump_manifest import ResourceDumpManifest
+
+from harvester.config import HarvestConfig, config_from_mapping
+from harvester.documents import HarvestError
+from harvester.report import SyncReport
+from harvester.state import load_state
+from harvester.sync import Mode, run_harvest
+from harvester.tasks import harvest
+
+AT = "2024-01-01T00:00:00Z"
+NOW = dt.datetime(2024, 1, 5, tzinfo=dt.UTC)
+
+
+def utc(text: str) -> dt.datetime:
+    return dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+class Source:
+    """A static site on 127.0.0.1 with knobs: planned failures, a token, a request log."""
+
+    def __init__(self, root: Path, port: int) -> None:
+        self.root = root
+        self.port = port
+        self.requests: list[str] = []
+        self.planned_errors: dict[str, list[int]] = {}
+        self.token: str | None = None
+
+    def url(self, path: str) -> str:
+        return f"http://127.0.0.1:{self.port}/{path}"
+
+    def put(self, path: str, content: bytes) -> Path:
+        file = self.root / path
+        file.parent.mkdir(parents=True, exist_ok=True)
+        file.write_bytes(content)
+        return file
+
+    def resource(self, path: str, content: bytes, **attributes: Any) -> Resource:
+        """Serve `content` at `path` and describe it as resync does."""
+        self.put(path, content)
+        return described(self.url(path), content, **attributes)
+
+    def publish(self, path: str, xml: str) -> str:
+        self.put(path, xml.encode("utf-8"))
+        return self.url(path)
+
+    def capability_list(self, **documents: str) -> None:
+        capabilities = CapabilityList()
+        capabilities.up = self.url(".well-known/resourcesync")
+        for name, url in documents.items():
+            capabilities.add_capability(uri=url, name=name)
+        self.publish("capabilitylist.xml", capabilities.as_xml())
+
+    def requested(self, prefix: str) -> list[str]:
+        return [path for path in self.requests if path.startswith("/" + prefix)]
+
+
+class _Handler(SimpleHTTPRequestHandler):
+    server: _Server
+
+    def do_GET(self) -> None:
+        source = self.server.source
+        source.requests.append(self.path)
+        if source.token and self.headers.get("Authorization") != f"Bearer {source.token}":
+            self.send_error(401)
+            return
+        planned = source.planned_errors.get(self.path.lstrip("/"))
+        if planned:
+            self.send_error(planned.pop(0))
+            return
+        super().do_GET()
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Keep test output quiet."""
+
+
+class _Server(ThreadingHTTPServer):
+    source: Source
+
+
+@pytest.fixture
+def source(tmp_path: Path) -> Iterator[Source]:
+    root = tmp_path / "site"
+    root.mkdir()
+    server = _Server(("127.0.0.1", 0), partial(_Handler, directory=str(root)))
+    server.source = Source(root, server.server_address[1])
+    thread = threading.Thread(target=server.serve_forever, args=(0.01,), daemon=True)
+    thread.start()
+    yield server.source
+    server.shutdown()
+    server.server_close()
+    thread.join()
+
+
+@pytest.fixture
+def destination(tmp_path: Path) -> Path:
+    return tmp_path / "mirror"
+
+
+def described(uri: str, content: bytes, **attributes: Any) -> Resource:
+    attributes.setdefault("lastmod", AT)
+    return Resource(
+        uri=uri,
+        length=len(content),
+        md5=hashlib.md5(content, usedforsecurity=False).hexdigest(),
+        sha256=hashlib.sha256(content).hexdigest(),
+        **attributes,
+    )
+
+
+def make_config(source: Source, destination: Path, **overrides: Any) -> HarvestConfig:
+    settings = {
+        "capability_list_url": source.url("capabilitylist.xml"),
+        "destination": str(destination),
+        "retries": 2,
+        "backoff": 0.001,
+        "timeout": 5,
+        **overrides,
+    }
+    return config_from_mapping(settings, base_dir=destination.parent)
+
+
+def copy_of(source: Source, destination: Path, path: str) -> Path:
+    return destination / f"127.0.0.1_{source.port}" / path
+
+
+def resource_list(source: Source, resources: list[Resource], at: str = AT) -> str:
+    listing = ResourceList()
+    listing.md_at = at
+    listing.up = source.url("capabilitylist.xml")
+    listing.add(resources)
+    return source.publish("resourcelist.xml", listing.as_xml())
+
+
+def change_list(
+    source: Source, name: str, changes: list[Resource], since: str, until: str | None = None
+) -> str:
+    listing = ChangeList()
+    listing.md_from = since
+    if until:
+        listing.md_until = until
+    listing.up = source.url("capabilitylist.xml")
+    listing.add(changes)
+    return source.publish(name, listing.as_xml())
+
+
+def baseline(
+    source: Source, destination: Path, files: dict[str, bytes], **overrides: Any
+) -> SyncReport:
+    """Publish `files` in a Resource List and harvest them."""
+    resources = [source.resource(path, content) for path, content in files.items()]
+    source.capability_list(resourcelist=resource_list(source, resources))
+    return run_harvest(make_config(source, destination, **overrides), Mode.BASELINE, now=NOW)
+
+
+# --- Baseline -----------------------------------------------------------------
+
+
+def test_baseline_from_resource_list(source: Source, destination: Path) -> None:
+    files = {"res/a.txt": b"alpha", "res/deep/b.txt": b"bravo"}
+    source.put("res/c d.txt", b"charlie")
+    resources = [source.resource(path, content) for path, content in files.items()]
+    resources.append(described(source.url("res/c%20d.txt"), b"charlie"))
+    source.capability_list(resourcelist=resource_list(source, resources))
+
+    report = run_harvest(make_config(source, destination), Mode.BASELINE)
+
+    assert (report.downloaded, report.failed) == (3, 0)
+    assert report.bytes == len(b"alpha" + b"bravo" + b"charlie")
+    assert copy_of(source, destination, "res/a.txt").read_bytes() == b"alpha"
+    assert copy_of(source, destination, "res/deep/b.txt").read_bytes() == b"bravo"
+    assert copy_of(source, destination, "res/c d.txt").read_bytes() == b"charlie"
+    state = load_state(destination, source.url("capabilitylist.xml"))
+    assert state.synced_until == utc(AT)
+    assert set(state.resources) == {resource.uri for resource in resources}
+
+
+def test_baseline_from_resource_list_index(source: Source, destination: Path) -> None:
+    resources = [source.resource(f"res/{n}.txt", f"item {n}".encode()) for n in range(5)]
+    listing = ResourceList(mapper=Mapper([source.url(""), str(source.root)]))
+    listing.md_at = AT
+    listing.up = source.url("capabilitylist.xml")
+    listing.add(resources)
+    listing.max_sitemap_entries = 2
+    listing.write(basename=str(source.root / "resourcelist.xml"))
+    source.capability_list(resourcelist=source.url("resourcelist.xml"))
+
+    report = run_harvest(make_config(source, destination), Mode.BASELINE)
+
+    assert b"<sitemapindex" in (source.root / "resourcelist.xml").read_bytes()
+    assert len(source.requested("resourcelist0")) == 3
+    assert (report.downloaded, report.failed) == (5, 0)
+    for n in range(5):
+        assert copy_of(source, destination, f"res/{n}.txt").read_bytes() == f"item {n}".encode()
+
+
+def dump_document(source: Source, packages: list[str]) -> str:
+    """A Resource Dump listing the given ZIP packages, as XML."""
+    document = ResourceDump()
+    document.md_at = AT
+    document.up = source.url("capabilitylist.xml")
+    for name in packages:
+        package = (source.root / name).read_bytes()
+        document.add(described(source.url(name), package, mime_type="application/zip"))
+    return document.as_xml()
+
+
+@pytest.mark.parametrize("as_index", [False, True], ids=["plain", "index"])
+def test_baseline_prefers_the_resource_dump(
+    source: Source, destination: Path, as_index: bool
+) -> None:
+    files = {"res/a.txt": b"alpha", "res/b.txt": b"bravo", "res/sub/c.txt": b"charlie"}
+    contents = ResourceList()
+    for path, content in files.items():
+        contents.add(described(source.url(path), content, path=str(source.put(path, content))))
+    dump = Dump(resources=contents)
+    dump.max_files = 2
+    assert dump.write(basename=str(source.root / "dump")) == 2
+    packages = ["dump00000.zip", "dump00001.zip"]
+    if as_index:
+        index = ListBase(capability_name="resourcedump")
+        index.sitemapindex = True
+        index.md_at = AT
+        for number, package in enumerate(packages):
+            part = source.publish(f"resourcedump{number}.xml", dump_document(source, [package]))
+            index.add(Resource(uri=part, md_at=AT))
+        dump_url = source.publish("resourcedump.xml", index.as_xml())
+    else:
+        dump_url = source.publish("resourcedump.xml", dump_document(source, packages))
+    source.capability_list(resourcelist=resource_list(source, []), resourcedump=dump_url)
+    for path in files:
+        (source.root / path).unlink()  # only the packages can provide them now
+
+    report = run_harvest(make_config(source, destination), Mode.BASELINE)
+
+    assert (report.downloaded, report.failed) == (3, 0)
+    assert len(source.requested("resourcedump")) == (3 if as_index else 1)
+    assert len(source.requested("dump0")) == 2
+    assert source.requested("res/") == []
+    for path, content in files.items():
+        assert copy_of(source, destination, path).read_bytes() == content
+    assert [p.name for p in destination.iterdir() if p.name.startswith(".resourcesync-work")] == []
+
+
+def test_second_baseline_skips_copies_that_are_current(source: Source, destination: Path) -> None:
+    baseline(source, destination, {"res/a.txt": b"alpha", "res/b.txt": b"bravo"})
+    source.requests.clear()
+
+    report = run_harvest(make_config(source, destination), Mode.BASELINE)
+
+    assert (report.downloaded, report.skipped, report.failed) == (0, 2, 0)
+    assert source.requested("res/") == []
+
+
+def test_dry_run_writes_nothing(source: Source, destination: Path) -> None:
+    resources = [source.resource("res/a.txt", b"alpha")]
+    source.capability_list(resourcelist=resource_list(source, resources))
+
+    report = run_harvest(make_config(source, destination), Mode.BASELINE, dry_run=True)
+
+    assert (report.downloaded, report.failed, report.dry_run) == (1, 0, True)
+    assert not destination.exists()
+    assert source.requested("res/") == []
+
+
+# --- Incremental ----------------------------------------------------------------
+
+
+def test_incremental_from_change_list_applies_latest_change_within_range(
+    source: Source, destination: Path
+) -> None:
+    baseline(source, destination, {"a": b"a v1", "b": b"b v1", "c": b"c v1", "d": b"d v1"})
+    source.put("a", b"a v3")
+    (source.root / "b").unlink()
+    changes = [
+        Resource(uri=source.url("c"), change="deleted", datetime="2024-01-01T06:00:00Z"),
+        described(source.url("a"), b"a v2", change="updated", datetime="2024-01-02T00:00:00Z"),
+        source.resource("e", b"e v1", change="created", datetime="2024-01-02T10:00:00Z"),
+        Resource(uri=source.url("b"), change="deleted", datetime="2024-01-02T11:00:00Z"),
+        described(source.url("a"), b"a v3", change="updated", datetime="2024-01-02T12:00:00Z"),
+        described(source.url("f"), b"f v1", change="created", datetime="2024-01-02T13:00:00Z"),
+        Resource(uri=source.url("f"), change="deleted", datetime="2024-01-02T14:00:00Z"),
+        source.resource("g", b"g v1", change="created", datetime="2024-01-03T00:00:00Z"),
+        Resource(uri=source.url("d"), change="deleted", datetime="2024-01-03T00:00:01Z"),
+    ]
+    source.capability_list(
+        resourcelist=source.url("resourcelist.xml"),
+        changelist=change_list(source, "changelist.xml", changes, since=AT),
+    )
+
+    report = run_harvest(
+        make_config(source, destination),
+        Mode.INCREMENTAL,
+        range_from=utc("2024-01-02T00:00:00Z"),
+        range_until=utc("2024-01-03T00:00:00Z"),
+    )
+
+    assert (report.downloaded, report.deleted, report.skipped, report.failed) == (3, 1, 1, 0)
+    assert copy_of(source, destination, "a").read_bytes() == b"a v3"
+    assert not copy_of(source, destination, "b").exists()
+    assert copy_of(source, destination, "c").read_bytes() == b"c v1"  # deleted before the range
+    assert copy_of(source, destination, "d").read_bytes() == b"d v1"  # deleted after the range
+    assert copy_of(source, destination, "e").read_bytes() == b"e v1"
+    assert not copy_of(source, destination, "f").exists()  # created, then deleted
+    assert copy_of(source, destination, "g").read_bytes() == b"g v1"  # at the inclusive end
+    assert source.requested("f") == []
+
+
+def test_incremental_defaults_to_the_last_sync_point(source: Source, destination: Path) -> None:
+    baseline(source, destination, {"a": b"a v1"})
+    source.put("a", b"a v2")
+    changes = [
+        described(source.url("a"), b"a v2", change="updated", datetime="2024-01-01T00:00:00Z")
+    ]
+    source.capability_list(
+        resourcelist=source.url("resourcelist.xml"),
+        changelist=change_list(source, "changelist.xml", changes, since=AT),
+    )
+
+    report = run_harvest(make_config(source, destination), Mode.INCREMENTAL, now=NOW)
+
+    assert (report.range_from, report.range_until) == (utc(AT), NOW)
+    assert report.downloaded == 1
+    assert copy_of(source, destination, "a").read_bytes() == b"a v2"
+    assert load_state(destination, source.url("capabilitylist.xml")).synced_until == NOW
+
+
+def test_incremental_from_change_list_index_reads_only_intersecting_parts(
+    source: Source, destination: Path
+) -> None:
+    baseline(source, destination, {"a": b"a v1", "b": b"b v1"})
+    source.put("a", b"a v3")
+    (source.root / "b").unlink()
+    parts = [
+        (
+            "cl1.xml",
+            "2024-01-01T00:00:00Z",
+            "2024-01-02T00:00:00Z",
+            [
+                source.resource("x", b"x v1", change="created", datetime="2024-01-01T12:00:00Z"),
+            ],
+        ),
+        (
+            "cl2.xml",
+            "2024-01-02T00:00:00Z",
+            "2024-01-03T00:00:00Z",
+            [
+                described(
+                    source.url("a"), b"a v2", change="updated", datetime="2024-01-02T12:00:00Z"
+                ),
+            ],
+        ),
+        (
+            "cl3.xml",
+            "2024-01-03T00:00:00Z",
+            None,
+            [
+                described(
+                    source.url("a"), b"a v3", change="updated", datetime="2024-01-03T05:00:00Z"
+                ),
+                Resource(uri=source.url("b"), change="deleted", datetime="2024-01-03T06:00:00Z"),
+            ],
+        ),
+    ]
+    index = ListBase(capability_name="changelist")
+    index.sitemapindex = True
+    index.md_from = AT
+    index.up = source.url("capabilitylist.xml")
+    for name, since, until, changes in parts:
+        change_list(source, name, changes, since=since, until=until)
+        index.add(Resource(uri=source.url(name), md_from=since, md_until=until))
+    source.capability_list(
+        resourcelist=source.url("resourcelist.xml"),
+        changelist=source.publish("changelist.xml", index.as_xml()),
+    )
+
+    report = run_harvest(
+        make_config(source, destination),
+        Mode.INCREMENTAL,
+        range_from=utc("2024-01-02T06:00:00Z"),
+        range_until=NOW,
+    )
+
+    assert source.requested("cl1.xml") == []
+    assert (report.downloaded, report.deleted, report.failed) == (1, 1, 0)
+    assert copy_of(source, destination, "a").read_bytes() == b"a v3"
+    assert not copy_of(source, destination, "b").exists()
+    assert not copy_of(source, destination, "x").exists()
+
+
+def test_incremental_prefers_the_change_dump(source: Source, destination: Path) -> None:
+    baseline(source, destination, {"a": b"a v1", "b": b"b v1"})
+
+    def package(
+        name: str, since: str, until: str | None, changes: list[tuple[Resource, bytes]]
+    ) -> Resource:
+        manifest = ChangeDumpManifest()
+        manifest.md_from = since
+        if until:
+            manifest.md_until = until
+        manifest.add([resource for resource, _ in changes])
+        buffer = io.BytesIO()
+        with zipfile.ZipFile(buffer, "w") as archive:
+            archive.writestr("manifest.xml", manifest.as_xml())
+            for resource, content in changes:
+                if resource.path:
+                    archive.writestr(resource.path.lstrip("/"), content)
+        source.put(name, buffer.getvalue())
+        return described(
+            source.url(name),
+            buffer.getvalue(),
+            mime_type="application/zip",
+            md_from=since,
+            md_until=until,
+        )
+
+    def change(
+        path: str, content: bytes, kind: str, when: str, member: str
+    ) -> tuple[Resource, bytes]:
+        return described(
+            source.url(path), content, change=kind, datetime=when, path=member
+        ), content
+
+    packages = [
+        package(
+            "cd1.zip",
+            "2024-01-01T00:00:00Z",
+            "2024-01-02T00:00:00Z",
+            [
+                change("x", b"x v1", "created", "2024-01-01T12:00:00Z", "/changes/x"),
+            ],
+        ),
+        package(
+            "cd2.zip",
+            "2024-01-02T00:00:00Z",
+            "2024-01-03T00:00:00Z",
+            [
+                change("a", b"a v2", "updated", "2024-01-02T12:00:00Z", "/changes/a-v2"),
+                change("e", b"e v1", "created", "2024-01-02T13:00:00Z", "/changes/e"),
+            ],
+        ),
+        package(
+            "cd3.zip",
+            "2024-01-03T00:00:00Z",
+            None,
+            [
+                change("a", b"a v3", "updated", "2024-01-03T05:00:00Z", "/changes/a-v3"),
+                (
+                    Resource(
+                        uri=source.url("b"), change="deleted", datetime="2024-01-03T06:00:00Z"
+                    ),
+                    b"",
+                ),
+            ],
+        ),
+    ]
+    dump = ChangeDump()
+    dump.md_from = AT
+    dump.up = source.url("capabilitylist.xml")
+    dump.add(packages)
+    source.capability_list(
+        resourcelist=source.url("resourcelist.xml"),
+        changelist=change_list(source, "changelist.xml", [], since=AT),
+        changedump=source.publish("changedump.xml", dump.as_xml()),
+    )
+
+    report = run_harvest(
+        make_config(source, destination),
+        Mode.INCREMENTAL,
+        range_from=utc("2024-01-02T06:00:00Z"),
+        range_until=NOW,
+    )
+
+    assert source.requested("cd1.zip") == []
+    assert source.requested("changelist.xml") == []
+    assert (report.downloaded, report.deleted, report.failed) == (2, 1, 0)
+    assert copy_of(source, destination, "a").read_bytes() == b"a v3"
+    assert copy_of(source, destination, "e").read_bytes() == b"e v1"
+    assert not copy_of(source, destination, "b").exists()
+    assert not copy_of(source, destination, "x").exists()
+
+
+# --- Audit ----------------------------------------------------------------------
+
+
+def test_audit_reports_no_difference_after_sync_and_differences_after_changes(
+    source: Source, destination: Path
+) -> None:
+    baseline(source, destination, {"a": b"a v1", "b": b"b v1", "c": b"c v1"})
+    config = make_config(source, destination)
+
+    clean = run_harvest(config, Mode.AUDIT)
+
+    assert clean.audit is not None and clean.audit.in_sync and clean.audit.same == 3
+    resource_list(
+        source,
+        [
+            source.resource("a", b"a v2"),
+            source.resource("c", b"c v1"),
+            source.resource("d", b"d v1"),
+        ],
+    )
+
+    changed = run_harvest(config, Mode.AUDIT)
+
+    assert changed.audit is not None and not changed.ok
+    assert [d.uri for d in changed.audit.changed] == [source.url("a")]
+    assert changed.audit.missing == [source.url("d")]
+    assert changed.audit.extra == [f"127.0.0.1_{source.port}/b"]
+    assert changed.audit.same == 1
+
+
+# --- Safety ---------------------------------------------------------------------
+
+
+def test_traversal_in_uri_is_refused(source: Source, destination: Path, tmp_path: Path) -> None:
+    hostile = [
+        f"http://127.0.0.1:{source.port}/res/../../../escaped",
+        f"http://127.0.0.1:{source.port}/res/%2e%2e/%2e%2e/%2e%2e/escaped",
+        f"http://127.0.0.1:{source.port}/res/..%2F..%2F..%2Fescaped",
+    ]
+    source.put("escaped", b"pwned")
+    resources = [source.resource("res/ok", b"fine")] + [described(uri, b"pwned") for uri in hostile]
+    source.capability_list(resourcelist=resource_list(source, resources))
+
+    report = run_harvest(make_config(source, destination), Mode.BASELINE)
+
+    assert report.downloaded == 1
+    assert sorted(f.uri for f in report.failures) == sorted(hostile)
+    assert source.requested("escaped") == []
+    written = [p for p in tmp_path.rglob("escaped") if source.root not in p.parents]
+    assert written == []
+
+
+def test_traversal_in_zip_member_path_is_refused(
+    source: Source, destination: Path, tmp_path: Path
+) -> None:
+    manifest = ResourceDumpManifest()
+    manifest.md_at = AT
+    manifest.add(described(source.url("ok"), b"fine", path="/ok"))
+    manifest.add(described(source.url("evil"), b"pwned", path="/../../escaped"))
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("manifest.xml", manifest.as_xml())
+        archive.writestr("ok", b"fine")
+        archive.writestr("../../escaped", b"pwned")
+    source.put("dump.zip", buffer.getvalue())
+    dump = ResourceDump()
+    dump.md_at = AT
+    dump.add(described(source.url("dump.zip"), buffer.getvalue()))
+    source.capability_list(
+        resourcelist=resource_list(source, []),
+        resourcedump=source.publish("resourcedump.xml", dump.as_xml()),
+    )
+
+    report = run_harvest(make_config(source, destination), Mode.BASELINE)
+
+    assert report.downloaded == 1
+    assert [f.uri for f in report.failures] == [source.url("evil")]
+    assert "member path" in report.failures[0].reason
+    assert list(tmp_path.rglob("escaped")) == []
+
+
+def test_hash_mismatch_keeps_the_previous_copy_and_fails(source: Source, destination: Path) -> None:
+    baseline(source, destination, {"a": b"a v1"})
+    source.put("a", b"a v9")  # what is served differs from what is listed, same length
+    changes = [
+        described(source.url("a"), b"a v2", change="updated", datetime="2024-01-02T00:00:00Z")
+    ]
+    source.capability_list(
+        resourcelist=source.url("resourcelist.xml"),
+        changelist=change_list(source, "changelist.xml", changes, since=AT),
+    )
+
+    report = run_harvest(make_config(source, destination), Mode.INCREMENTAL, now=NOW)
+
+    assert [f.uri for f in report.failures] == [source.url("a")]
+    assert "the source lists" in report.failures[0].reason
+    assert copy_of(source, destination, "a").read_bytes() == b"a v1"
+    assert [p.name for p in copy_of(source, destination, "").iterdir()] == ["a"]
+    assert load_state(destination, source.url("capabilitylist.xml")).synced_until == utc(AT)
+
+
+def test_length_mismatch_fails_without_writing(source: Source, destination: Path) -> None:
+    source.put("a", b"longer than listed")
+    resources = [Resource(uri=source.url("a"), length=5, lastmod=AT)]
+    source.capability_list(resourcelist=resource_list(source, resources))
+
+    report = run_harvest(make_config(source, destination), Mode.BASELINE)
+
+    assert [f.uri for f in report.failures] == [source.url("a")]
+    assert "length" in report.failures[0].reason
+    assert not copy_of(source, destination, "a").exists()
+
+
+def test_document_with_external_entity_is_refused(
+    source: Source, destination: Path, tmp_path: Path
+) -> None:
+    secret = tmp_path / "secret.txt"
+    secret.write_text("top secret")
+    source.put(
+        "resourcelist.xml",
+        f"""<?xml version="1.0"?>
+<!DOCTYPE urlset [<!ENTITY xxe SYSTEM "file://{secret}">]>
+<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"
+        xmlns:rs="http://www.openarchives.org/rs/terms/">
+  <rs:md capability="resourcelist" at="{AT}"/>
+  <url><loc>{source.url("a")}&xxe;</loc></url>
+</urlset>""".encode(),
+    )
+    source.capability_list(resourcelist=source.url("resourcelist.xml"))
+
+    with pytest.raises(HarvestError, match="DOCTYPE"):
+        run_harvest(make_config(source, destination), Mode.BASELINE)
+
+    assert not any("top secret" in p.read_text() for p in destination.rglob("*") if p.is_file())
+
+
+def test_oversized_document_is_refused(source: Source, destination: Path) -> None:
+    resources = [described(source.url(f"res/{n}"), b"x") for n in range(50)]
+    source.capability_list(resourcelist=resource_list(source, resources))
+
+    with pytest.raises(HarvestError, match="larger than the limit of 2048 bytes"):
+        run_harvest(make_config(source, destination, max_document_bytes=2048), Mode.BASELINE)
+
+
+def test_server_errors_are_retried(source: Source, destination: Path) -> None:
+    source.planned_errors["res/a"] = [503, 500]
+
+    report = baseline(source, destination, {"res/a": b"alpha"})
+
+    assert (report.downloaded, report.failed) == (1, 0)
+    assert len(source.requested("res/a")) == 3
+
+
+def test_persistent_server_error_fails_the_resource_clearly(
+    source: Source, destination: Path
+) -> None:
+    source.planned_errors["res/a"] = [503] * 3
+
+    report = baseline(source, destination, {"res/a": b"alpha", "res/b": b"bravo"})
+
+    assert report.downloaded == 1
+    assert [f.uri for f in report.failures] == [source.url("res/a")]
+    assert "HTTP 503 (gave up after 3 attempts)" in report.failures[0].reason
+
+
+def test_unreachable_source_retries_then_fails_clearly(destination: Path) -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    config = config_from_mapping(
+        {
+            "capability_list_url": f"http://127.0.0.1:{port}/capabilitylist.xml",
+            "destination": str(destination),
+            "retries": 2,
+            "backoff": 0.001,
+        },
+        base_dir=destination.parent,
+    )
+
+    with pytest.raises(HarvestError, match=r"ConnectError.*gave up after 3 attempts"):
+        run_harvest(config, Mode.BASELINE)
+
+
+def test_symlink_in_destination_is_not_followed(
+    source: Source, destination: Path, tmp_path: Path
+) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    destination.mkdir()
+    (destination / f"127.0.0.1_{source.port}").symlink_to(outside)
+
+    report = baseline(source, destination, {"res/a": b"alpha"})
+
+    assert [f.uri for f in report.failures] == [source.url("res/a")]
+    assert "symbolic link" in report.failures[0].reason
+    assert list(outside.iterdir()) == []
+
+
+def test_bearer_token_is_sent_to_the_source(source: Source, destination: Path) -> None:
+    source.token = "s3cret"
+
+    report = baseline(source, destination, {"res/a": b"alpha"}, bearer_token="s3cret")
+
+    assert (report.downloaded, report.failed) == (1, 0)
+    with pytest.raises(HarvestError, match="HTTP 401"):
+        run_harvest(make_config(source, destination), Mode.BASELINE)
+
+
+# --- Command and task -----------------------------------------------------------
+
+
+def write_config(tmp_path: Path, source: Source, destination: Path) -> Path:
+    path = tmp_path / "harvest.yaml"
+    path.write_text(
+        f"capability_list_url: {source.url('capabilitylist.xml')}\n"
+        f"destination: {destination.name}\n"
+        "retries: 1\nbackoff: 0.001\n"
+    )
+    return path
+
+
+def test_command_runs_baseline_then_incremental(
+    source: Source, destination: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    resources = [source.resource("a", b"a v1"), source.resource("b", b"b v1")]
+    source.capability_list(
+        resourcelist=resource_list(source, resources),
+        changelist=change_list(source, "changelist.xml", [], since=AT),
+    )
+    config = write_config(tmp_path, source, destination)
+    out = io.StringIO()
+
+    call_command("harvest", str(config), stdout=out)
+    call_command("harvest", str(config), stdout=out)
+
+    first, second = out.getvalue().splitlines()
+    assert first.startswith("baseline: downloaded 2, deleted 0, skipped 0, failed 0")
+    assert second.startswith("incremental: downloaded 0")
+    assert copy_of(source, destination, "a").read_bytes() == b"a v1"
+
+
+def test_command_fails_on_failures(source: Source, destination: Path, tmp_path: Path) -> None:
+    source.put("a", b"served")
+    resources = [described(source.url("a"), b"listed")]
+    source.capability_list(resourcelist=resource_list(source, resources))
+    err = io.StringIO()
+
+    with pytest.raises(CommandError, match="1 failed"):
+        call_command(
+            "harvest",
+            str(write_config(tmp_path, source, destination)),
+            "--baseline",
+            stdout=io.StringIO(),
+            stderr=err,
+        )
+
+    assert f"FAILED {source.url('a')}" in err.getvalue()
+
+
+def test_command_names_the_bad_config_key(tmp_path: Path) -> None:
+    config = tmp_path / "harvest.yaml"
+    config.write_text("destination: mirror\n")
+
+    with pytest.raises(CommandError, match="capability_list_url"):
+        call_command("harvest", str(config))
+
+
+def test_task_runs_the_harvest(source: Source, destination: Path, tmp_path: Path) -> None:
+    resources = [source.resource("a", b"a v1")]
+    source.capability_list(resourcelist=resource_list(source, resources))
+
+    result = harvest.apply(
+        args=[str(write_config(tmp_path, source, destination)), "baseline"]
+    ).get()
+
+    assert (result["ok"], result["downloaded"], result["failed"]) == (True, 1, 0)
+    assert copy_of(source, destination, "a").read_bytes() == b"a v1"

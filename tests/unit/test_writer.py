@@ -1,0 +1,341 @@
+"""The XML writer: byte-equal to lxml's serialization, and no value can escape its place."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping, Sequence
+
+import pytest
+from lxml import etree
+
+from sitemaps.constants import RS_NS, SITEMAP_NS
+from sitemaps.writer import (
+    LN_ATTRIBUTES,
+    MD_ATTRIBUTES,
+    DocumentWriter,
+    Entry,
+    RootElement,
+    escape_attribute,
+    escape_text,
+    render_document,
+)
+
+S = f"{{{SITEMAP_NS}}}"
+RS = f"{{{RS_NS}}}"
+
+# Characters that XML 1.0 forbids; lxml refuses them too.
+FORBIDDEN = ["\x00", "\x01", "\x08", "\x0b", "\x0c", "\x0e", "\x1f", "\ufffe", "\uffff", "\ud800"]
+
+# Pieces hostile values are made of: markup, entities, CDATA ends, whitespace that
+# attribute normalisation would eat, non-ASCII, and characters allowed but unusual.
+HOSTILE_PIECES = [
+    '"',
+    "'",
+    "&",
+    "&amp;",
+    "&#9;",
+    "<",
+    ">",
+    "]]>",
+    "<![CDATA[",
+    '"><evil/>',
+    "</loc><evil/>",
+    "\t",
+    "\n",
+    "\r",
+    "\r\n",
+    " ",
+    "é",
+    "ß",
+    "日本",
+    "😀",
+    "\x7f",
+    "\x85",
+    "\u2028",
+    "\ufeff",
+    "http://example.com/a?b=1&c=2",
+    "plain",
+    "0",
+]
+
+
+def lxml_document(
+    root: RootElement,
+    md: Mapping[str, str],
+    links: Sequence[Mapping[str, str]] = (),
+    entries: Sequence[Entry] = (),
+) -> bytes:
+    """The same document built with lxml's API, as the reference serialization."""
+
+    def add_empty(
+        parent: etree._Element, tag: str, attributes: Mapping[str, str], order: Sequence[str]
+    ) -> None:
+        present = [(name, attributes[name]) for name in order if attributes.get(name)]
+        if present:
+            element = etree.SubElement(parent, tag)
+            for name, value in present:
+                element.set(name, value)
+
+    document = etree.Element(f"{S}{root}", nsmap={None: SITEMAP_NS, "rs": RS_NS})
+    add_empty(document, f"{RS}md", md, MD_ATTRIBUTES)
+    for link in links:
+        add_empty(document, f"{RS}ln", link, LN_ATTRIBUTES)
+    entry_tag = "url" if root == "urlset" else "sitemap"
+    for entry in entries:
+        element = etree.SubElement(document, f"{S}{entry_tag}")
+        etree.SubElement(element, f"{S}loc").text = entry.loc
+        if entry.lastmod:
+            etree.SubElement(element, f"{S}lastmod").text = entry.lastmod
+        add_empty(element, f"{RS}md", entry.md, MD_ATTRIBUTES)
+        for link in entry.links:
+            add_empty(element, f"{RS}ln", link, LN_ATTRIBUTES)
+    return etree.tostring(document.getroottree(), xml_declaration=True, encoding="UTF-8")
+
+
+def hostile_value(rng: random.Random) -> str:
+    return "".join(rng.choice(HOSTILE_PIECES) for _ in range(rng.randint(1, 6)))
+
+
+def random_attributes(
+    rng: random.Random, order: Sequence[str], required: Sequence[str] = ()
+) -> dict[str, str]:
+    names = list(required) + rng.sample(
+        [name for name in order if name not in required], rng.randint(0, 4)
+    )
+    rng.shuffle(names)  # insertion order must not matter
+    return {name: hostile_value(rng) for name in names}
+
+
+def random_document(
+    rng: random.Random,
+) -> tuple[RootElement, dict[str, str], list[dict[str, str]], list[Entry]]:
+    root: RootElement = rng.choice(["urlset", "sitemapindex"])
+    md = random_attributes(rng, MD_ATTRIBUTES, required=["capability"])
+    links = [
+        random_attributes(rng, LN_ATTRIBUTES, required=["rel", "href"])
+        for _ in range(rng.randint(0, 2))
+    ]
+    entries = [
+        Entry(
+            loc=hostile_value(rng),
+            lastmod=rng.choice([None, "2013-01-02T13:00:00Z", hostile_value(rng)]),
+            md=random_attributes(rng, MD_ATTRIBUTES),
+            links=[
+                random_attributes(rng, LN_ATTRIBUTES, required=["rel", "href"])
+                for _ in range(rng.randint(0, 2))
+            ],
+        )
+        for _ in range(rng.randint(0, 4))
+    ]
+    return root, md, links, entries
+
+
+def test_plain_document_matches_lxml() -> None:
+    md = {"capability": "resourcelist", "at": "2013-01-03T09:00:00Z"}
+    links = [{"rel": "up", "href": "http://example.com/dataset1/capabilitylist.xml"}]
+    entries = [
+        Entry(
+            "http://example.com/res1",
+            "2013-01-02T13:00:00Z",
+            {"hash": "md5:1584abdf8ebdc9802ac0c6a7402c03b6", "length": "8876", "type": "text/html"},
+        ),
+        Entry(
+            "http://example.com/res2",
+            links=[{"rel": "duplicate", "href": "http://mirror.example.com/res2", "pri": "1"}],
+        ),
+    ]
+
+    assert render_document("urlset", md, links, entries) == lxml_document(
+        "urlset", md, links, entries
+    )
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_hostile_documents_match_lxml(seed: int) -> None:
+    rng = random.Random(seed)
+    for _ in range(50):
+        root, md, links, entries = random_document(rng)
+
+        assert render_document(root, md, links, entries) == lxml_document(root, md, links, entries)
+
+
+@pytest.mark.parametrize("value", HOSTILE_PIECES)
+def test_each_hostile_piece_matches_lxml_in_every_position(value: str) -> None:
+    md = {"capability": value, "at": value}
+    links = [{"rel": value, "href": value, "type": value}]
+    entries = [Entry(value, value, {"hash": value, "type": value}, [{"rel": value, "href": value}])]
+
+    for root in ("urlset", "sitemapindex"):
+        assert render_document(root, md, links, entries) == lxml_document(root, md, links, entries)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_hostile_values_round_trip_through_a_parser(seed: int) -> None:
+    rng = random.Random(seed)
+    for _ in range(50):
+        root, md, links, entries = random_document(rng)
+        document = etree.fromstring(render_document(root, md, links, entries))
+
+        parsed_md = document.find(f"{RS}md")
+        assert parsed_md is not None
+        assert dict(parsed_md.attrib) == {name: value for name, value in md.items() if value}
+        # CR in text is kept as &#13;, so even it survives the parser's newline handling.
+        locs = [loc.text for loc in document.iter(f"{S}loc")]
+        assert locs == [entry.loc for entry in entries]
+
+
+INJECTIONS = ['"><evil/>', "</loc><evil/><loc>", "'/><evil a='", "<!--", "<?pi?>", "]]><evil/>"]
+
+
+@pytest.mark.parametrize("attack", INJECTIONS)
+def test_injected_markup_cannot_create_elements(attack: str) -> None:
+    content = render_document(
+        "urlset",
+        {"capability": "resourcelist" + attack, "at": attack},
+        [{"rel": "up" + attack, "href": attack}],
+        [
+            Entry(
+                "http://example.com/" + attack,
+                attack,
+                {"type": "text/html" + attack, "hash": attack},
+                [{"rel": attack, "href": "http://example.com/" + attack, "type": attack}],
+            )
+        ],
+    )
+
+    document = etree.fromstring(content)
+    tags = [element.tag for element in document.iter()]
+    assert tags == [
+        f"{S}urlset",
+        f"{RS}md",
+        f"{RS}ln",
+        f"{S}url",
+        f"{S}loc",
+        f"{S}lastmod",
+        f"{RS}md",
+        f"{RS}ln",
+    ]
+    assert document.find(f"{S}url/{S}loc").text == "http://example.com/" + attack
+    assert document.find(f"{S}url/{RS}md").get("type") == "text/html" + attack
+    assert document.find(f"{S}url/{RS}ln").get("rel") == attack
+    assert not list(document.iter(etree.Comment, etree.ProcessingInstruction))
+
+
+@pytest.mark.parametrize("character", FORBIDDEN)
+@pytest.mark.parametrize(
+    "place", ["loc", "lastmod", "md", "link", "root md", "root link", "escape_text"]
+)
+def test_forbidden_characters_are_rejected(character: str, place: str) -> None:
+    bad = f"http://example.com/{character}x"
+    writer = DocumentWriter("urlset")
+
+    with pytest.raises(ValueError):
+        if place == "loc":
+            writer.entry(bad)
+        elif place == "lastmod":
+            writer.entry("http://example.com/", bad)
+        elif place == "md":
+            writer.entry("http://example.com/", md={"type": bad})
+        elif place == "link":
+            writer.entry("http://example.com/", links=[{"rel": "alternate", "href": bad}])
+        elif place == "root md":
+            writer.start({"capability": "resourcelist", "at": bad})
+        elif place == "root link":
+            writer.start({"capability": "resourcelist"}, [{"rel": bad, "href": "http://a.b/"}])
+        else:
+            escape_text(bad)
+
+
+@pytest.mark.parametrize("character", FORBIDDEN)
+def test_lxml_rejects_the_same_characters(character: str) -> None:
+    """The forbidden set is lxml's, so the byte-equality claim covers rejection too."""
+    with pytest.raises(ValueError):
+        etree.Element("loc").text = f"x{character}"
+    with pytest.raises(ValueError):
+        escape_attribute(f"x{character}")
+
+
+def test_attribute_order_is_fixed_whatever_the_insertion_order() -> None:
+    writer = DocumentWriter("urlset")
+    md = {"type": "text/plain", "length": "3", "hash": "md5:ab", "datetime": "D", "change": "C"}
+    link = {"href": "http://example.com/b", "type": "text/plain", "rel": "alternate"}
+
+    content = writer.entry("http://example.com/a", md=md, links=[link])
+
+    assert content == (
+        b"<url><loc>http://example.com/a</loc>"
+        b'<rs:md change="C" datetime="D" hash="md5:ab" length="3" type="text/plain"/>'
+        b'<rs:ln rel="alternate" href="http://example.com/b" type="text/plain"/></url>'
+    )
+
+
+def test_empty_values_are_left_out() -> None:
+    writer = DocumentWriter("sitemapindex")
+
+    content = writer.entry(
+        "http://example.com/a",
+        lastmod="",
+        md={"at": "", "completed": ""},
+        links=[{"rel": "up", "href": "http://example.com/", "type": ""}],
+    )
+
+    assert content == (
+        b"<sitemap><loc>http://example.com/a</loc>"
+        b'<rs:ln rel="up" href="http://example.com/"/></sitemap>'
+    )
+
+
+def test_escaping_matches_libxml2() -> None:
+    assert escape_text("a\"b'c<d>e&f\tg\nh\ri") == "a\"b'c&lt;d&gt;e&amp;f\tg\nh&#13;i"
+    assert escape_attribute("a\"b'c<d>e&f\tg\nh\ri") == (
+        "a&quot;b'c&lt;d&gt;e&amp;f&#9;g&#10;h&#13;i"
+    )
+    assert escape_attribute("é😀") == "é😀"
+
+
+def test_entry_bytes_add_up_to_the_document() -> None:
+    writer = DocumentWriter("urlset")
+    header = writer.start({"capability": "changelist", "from": "2013-01-03T00:00:00Z"})
+    entries = [writer.entry(f"http://example.com/{number}é") for number in range(3)]
+
+    document = header + b"".join(entries) + writer.end()
+
+    assert document == render_document(
+        "urlset",
+        {"capability": "changelist", "from": "2013-01-03T00:00:00Z"},
+        entries=[Entry(f"http://example.com/{number}é") for number in range(3)],
+    )
+    assert len(entries[0]) == len("<url><loc>http://example.com/0é</loc></url>".encode())
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda w: w.entry(""),
+        lambda w: w.entry("http://example.com/", md={"capabilty": "typo"}),
+        lambda w: w.entry("http://example.com/", md={"rs:type": "text/plain"}),
+        lambda w: w.entry("http://example.com/", links=[{"rel": "up"}]),
+        lambda w: w.entry("http://example.com/", links=[{"href": "http://example.com/"}]),
+        lambda w: w.entry("http://example.com/", links=[{"rel": "up", "href": "h", "x": "1"}]),
+        lambda w: w.start({"at": "2013-01-03T09:00:00Z"}),
+        lambda w: w.start({"capability": "resourcelist"}, [{"rel": "up"}]),
+    ],
+    ids=[
+        "empty loc",
+        "unknown md attribute",
+        "prefixed md attribute",
+        "link without href",
+        "link without rel",
+        "unknown link attribute",
+        "root without capability",
+        "root link without href",
+    ],
+)
+def test_malformed_input_is_refused(call) -> None:
+    with pytest.raises(ValueError):
+        call(DocumentWriter("urlset"))
+
+
+def test_unknown_root_is_refused() -> None:
+    with pytest.raises(ValueError):
+        DocumentWriter("feed")  # type: ignore[arg-type]
