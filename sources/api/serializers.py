@@ -72,7 +72,11 @@ class IngestCountsSerializer(serializers.Serializer):
 
 
 class EventErrorSerializer(serializers.Serializer):
-    index = serializers.IntegerField(help_text="Position of the event in the body, from 0.")
+    index = serializers.IntegerField(
+        allow_null=True,
+        help_text="Position of the event in the body, from 0; null for an error about the "
+        "whole body (empty, too large).",
+    )
     field = serializers.CharField(
         help_text="Dotted path, e.g. `location.value`, `ln.0.href.type`; `body` for "
         "malformed JSON or NDJSON and for size limits."
@@ -155,10 +159,11 @@ class ChangeCursorField(serializers.Field):
         return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
     def to_internal_value(self, data: object) -> tuple[datetime, int]:
-        if not isinstance(data, str) or len(data) > 200:
+        text = data if isinstance(data, str) else ""
+        if not text or len(text) > 200:
             self.fail("invalid")
         try:
-            raw = base64.urlsafe_b64decode(data + "=" * (-len(data) % 4)).decode()
+            raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)).decode()
             moment_text, _, key_text = raw.partition("|")
             moment = datetime.fromisoformat(moment_text)
             key = int(key_text)

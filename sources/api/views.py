@@ -116,6 +116,8 @@ class ResourceSetView(ApiTokenView):
 
 
 class ResourceSetListApi(ApiTokenView):
+    """The sets a client may post to and read: its provider's, or all for staff."""
+
     @extend_schema(
         operation_id="sets_list",
         summary="The resource sets this token reaches",
@@ -128,6 +130,8 @@ class ResourceSetListApi(ApiTokenView):
 
 
 class EventIngestApi(ResourceSetView):
+    """The harvester's write path; see INGEST_DESCRIPTION for the semantics."""
+
     parser_classes = [JSONEventsParser, NDJSONEventsParser]
 
     @extend_schema(
@@ -159,20 +163,15 @@ class EventIngestApi(ResourceSetView):
         try:
             items = request.data  # a lazy iterator from the parser, {} for an empty body
             if not isinstance(items, Iterator):
-                return _errors([EventError(0, "body", "is empty.")], status.HTTP_400_BAD_REQUEST)
+                return _body_error("is empty.", status.HTTP_400_BAD_REQUEST)
             events = EventValidator(resource_set).validate_all(items)
             result = ingest_events(resource_set=resource_set, events=events)
         except EventsRejected as exc:
             return _errors(exc.errors, status.HTTP_400_BAD_REQUEST)
         except BodyTooLarge as exc:
-            return _errors(
-                [EventError(0, "body", str(exc))], status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
-            )
+            return _body_error(str(exc), status.HTTP_413_REQUEST_ENTITY_TOO_LARGE)
         except UnreadablePostError:
-            return _errors(
-                [EventError(0, "body", "could not be read to the end.")],
-                status.HTTP_400_BAD_REQUEST,
-            )
+            return _body_error("could not be read to the end.", status.HTTP_400_BAD_REQUEST)
         return Response(IngestCountsSerializer(result.counts()).data)
 
 
@@ -183,7 +182,15 @@ def _errors(errors: list[EventError], status_code: int) -> Response:
     )
 
 
+def _body_error(message: str, status_code: int) -> Response:
+    """An error about the body as a whole, not one event: its index is null."""
+    error = {"index": None, "field": "body", "message": message}
+    return Response(ErrorListSerializer({"errors": [error]}).data, status=status_code)
+
+
 class ResourceDetailApi(ResourceSetView):
+    """What the snapshot holds for one location, to check that an event landed."""
+
     class FilterSerializer(serializers.Serializer):
         location = serializers.CharField(
             help_text="The resolved URI, or the location value as posted."
@@ -211,6 +218,8 @@ class ResourceDetailApi(ResourceSetView):
 
 
 class ChangeListApi(ResourceSetView):
+    """The change log as accepted, for clients that audit or replay it."""
+
     class FilterSerializer(serializers.Serializer):
         until = serializers.DateTimeField(required=False, help_text="Inclusive upper bound.")
         cursor = ChangeCursorField(required=False, help_text="From a `next` link.")

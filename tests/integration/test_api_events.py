@@ -12,6 +12,7 @@ from django.test import Client, override_settings
 from django.urls import reverse
 from django.utils import timezone
 
+from sources.api import parsers
 from sources.api.parsers import (
     BodyTooLarge,
     JSONEventsParser,
@@ -486,7 +487,7 @@ def test_empty_body_is_refused(client, token):
     response = post(client, token, "")
 
     assert response.status_code == 400
-    assert response.json()["errors"] == [{"index": 0, "field": "body", "message": "is empty."}]
+    assert response.json()["errors"] == [{"index": None, "field": "body", "message": "is empty."}]
 
 
 def test_body_that_is_not_utf8(client, token):
@@ -510,10 +511,25 @@ def test_body_over_the_size_limit_is_413(client, token, content_type):
     response = post(client, token, body, content_type=content_type)
 
     assert response.status_code == 413
-    (error,) = response.json()["errors"]
-    assert error["field"] == "body"
-    assert "200 bytes" in error["message"]
+    assert response.json()["errors"] == [
+        {"index": None, "field": "body", "message": "is larger than the limit of 200 bytes."}
+    ]
     assert not Change.objects.exists()
+
+
+@override_settings(INGEST_BATCH_SIZE=1)
+def test_limit_reached_mid_stream_rolls_back_what_was_applied(client, token, monkeypatch):
+    """Content-Length passed, but the bytes counted while streaming go over the limit."""
+    read = parsers.read_chunks
+    monkeypatch.setattr(parsers, "CHUNK_BYTES", 100)
+    monkeypatch.setattr(parsers, "read_chunks", lambda stream, limit: read(stream, limit=1000))
+    body = ndjson(*(event("created", f"{n}.txt") for n in range(20)))
+
+    response = post(client, token, body, content_type="application/x-ndjson")
+
+    assert response.status_code == 413
+    assert not Change.objects.exists()
+    assert not Resource.objects.exists()
 
 
 def test_size_limit_is_enforced_while_streaming_whatever_content_length_says():
