@@ -9,7 +9,9 @@ counted against `INGEST_MAX_BODY_BYTES`, whatever Content-Length claimed.
 from __future__ import annotations
 
 import codecs
+import itertools
 import json
+import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import IO, Any
@@ -19,6 +21,8 @@ from rest_framework.exceptions import UnsupportedMediaType
 from rest_framework.parsers import BaseParser
 
 CHUNK_BYTES = 64 * 1024
+#: Bodies larger than this wait on disk until the events are applied.
+SPOOL_MEMORY_BYTES = 8 * 1024 * 1024
 #: One event (one NDJSON line, one array element) may not be larger than this.
 MAX_EVENT_BYTES = 1024 * 1024
 
@@ -42,6 +46,19 @@ class MalformedEvent:
 
 
 RawEvent = object | MalformedEvent
+
+
+def spooled(stream: IO[bytes], *, limit: int) -> Iterator[bytes]:
+    """Receive the whole body first (in memory up to SPOOL_MEMORY_BYTES, then on disk).
+
+    Events are applied under the set's write lock; spooling keeps a slow
+    upload from holding that lock, while memory stays bounded.
+    """
+    with tempfile.SpooledTemporaryFile(max_size=SPOOL_MEMORY_BYTES) as spool:
+        for chunk in read_chunks(stream, limit=limit):
+            spool.write(chunk)
+        spool.seek(0)
+        yield from read_chunks(spool, limit=limit)
 
 
 def read_chunks(stream: IO[bytes], *, limit: int) -> Iterator[bytes]:
@@ -222,7 +239,10 @@ class _EventStreamParser(BaseParser):
             declared = request.META.get("CONTENT_LENGTH") or "0"
             if declared.isdigit() and int(declared) > limit:
                 raise BodyTooLarge(limit)
-        return self.iter_events(read_chunks(stream, limit=limit))
+        chunks = spooled(stream, limit=limit)
+        # Read the upload now, before the view takes any lock.
+        first = next(chunks, b"")
+        return self.iter_events(itertools.chain([first], chunks))
 
     def iter_events(self, chunks: Iterator[bytes]) -> Iterator[RawEvent]:
         raise NotImplementedError

@@ -318,3 +318,7 @@ def test_api_docs_page_points_at_the_schema(client, db):
 
     assert response.status_code == 200
     assert reverse("schema").encode() in response.content
+    # Served from the sidecar package: the docs work without internet access.
+    assert b"/static/drf_spectacular_sidecar/swagger-ui-dist/swagger-ui-bundle.js" in (
+        response.content
+    )

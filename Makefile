@@ -1,0 +1,63 @@
+# Developer entry points.
+#   make test    the whole suite against real Elasticsearch and Redis, started
+#                (and stopped afterwards) by scripts/services.sh;
+#                extra pytest arguments: make test PYTEST_ARGS="-k ingest -x"
+#   make run     the portal with demo data on http://127.0.0.1:8000/ (SQLite,
+#                eager Celery: no other service needed)
+#   make lint    ruff check and ruff format --check
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.requirements.stamp
+ES_PORT ?= 9200
+REDIS_PORT ?= 6379
+export ES_PORT REDIS_PORT
+PYTEST_ARGS ?=
+RUN_URL := http://127.0.0.1:8000
+
+.PHONY: help venv install test run lint services-start services-stop services-status
+
+help:
+	@echo "make install | test [PYTEST_ARGS=...] | run | lint | services-start | services-stop | services-status"
+
+venv install: $(STAMP)
+
+$(BIN)/python:
+	$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11) and "Python >= 3.11 needed")'
+	$(PYTHON) -m venv $(VENV)
+
+# Re-installs only when a requirements file changes.
+$(STAMP): requirements.txt requirements-dev.txt | $(BIN)/python
+	$(BIN)/python -m pip install --disable-pip-version-check -q -r requirements-dev.txt
+	touch $@
+
+test: install
+	ELASTICSEARCH_TEST_URL=http://127.0.0.1:$(ES_PORT) \
+	REDIS_TEST_URL=redis://127.0.0.1:$(REDIS_PORT)/15 \
+	scripts/services.sh run $(BIN)/pytest $(PYTEST_ARGS)
+
+run: install
+	$(BIN)/python manage.py migrate
+	$(BIN)/python manage.py load_demo
+	@echo
+	@echo "Admin:        $(RUN_URL)/admin/"
+	@echo "ResourceSync: $(RUN_URL)/.well-known/resourcesync"
+	@echo "API docs:     $(RUN_URL)/api/docs/"
+	@echo
+	$(BIN)/python manage.py runserver 127.0.0.1:8000
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+services-start:
+	scripts/services.sh start
+
+services-stop:
+	scripts/services.sh stop
+
+services-status:
+	scripts/services.sh status

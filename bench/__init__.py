@@ -1,0 +1,1 @@
+"""Benchmarks: scripts that time real code paths on generated data (never timed tests)."""

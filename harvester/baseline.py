@@ -1,0 +1,59 @@
+"""Baseline synchronization: copy everything the source holds now.
+
+Per harvesting workflow 002: a Resource Dump (plain, or an index flattened to
+all its packages) is preferred when advertised; otherwise the Resource List
+(plain, or an index flattened to all its parts) is downloaded entry by entry.
+The sync point returned is the snapshot's `at` (its start, spec §4), where the
+next incremental run picks up.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from harvester.documents import HarvestError, list_documents
+from harvester.dumps import download_packages, extract_members, read_manifest, work_directory
+from harvester.session import HarvestSession
+from harvester.transfer import download_resources
+from sitemaps.constants import Capability
+
+
+def run_baseline(session: HarvestSession, capabilities: dict[str, str]) -> dt.datetime | None:
+    """Copy the whole source; return the snapshot time it reflects."""
+    if session.config.use_dumps and Capability.RESOURCE_DUMP in capabilities:
+        return baseline_from_dump(session, capabilities[Capability.RESOURCE_DUMP])
+    if Capability.RESOURCE_LIST in capabilities:
+        return baseline_from_list(session, capabilities[Capability.RESOURCE_LIST])
+    raise HarvestError("the Capability List advertises neither a Resource List nor a Resource Dump")
+
+
+def baseline_from_list(session: HarvestSession, url: str) -> dt.datetime | None:
+    """Download every resource of the Resource List, part by part if it is an index."""
+    snapshots: list[dt.datetime | None] = []
+    for document in list_documents(session, url, Capability.RESOURCE_LIST):
+        download_resources(session, document.entries)
+        snapshots.append(document.at)
+    return earliest(snapshots)
+
+
+def baseline_from_dump(session: HarvestSession, url: str) -> dt.datetime | None:
+    """Download every package of the Resource Dump and extract what its manifest lists."""
+    documents = list(list_documents(session, url, Capability.RESOURCE_DUMP))
+    package_entries = [entry for document in documents for entry in document.entries]
+    with work_directory(session) as work:
+        packages = download_packages(session, package_entries, work)
+        manifests = [
+            (package, manifest)
+            for package in packages
+            if (manifest := read_manifest(session, package, Capability.RESOURCE_DUMP_MANIFEST))
+        ]
+        session.progress.start("extract", sum(len(m.entries) for _, m in manifests))
+        for package, manifest in manifests:
+            extract_members(session, package, manifest.entries)
+    return earliest([document.at for document in documents])
+
+
+def earliest(snapshots: list[dt.datetime | None]) -> dt.datetime | None:
+    """The earliest `at`: each part of an index starts later than the whole run began."""
+    times = [at for at in snapshots if at is not None]
+    return min(times) if times else None

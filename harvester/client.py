@@ -1,0 +1,148 @@
+"""HTTP access to a ResourceSync source: retries, limits and credentials.
+
+Every GET goes through `HarvestClient.fetch`, which retries network errors,
+429 and 5xx answers with exponential backoff and then fails with one clear
+`FetchError`. The bearer token is sent only to the Capability List's origin
+(httpx drops it on redirects elsewhere), and no request, redirects included,
+leaves the configured `allowed_hosts`, so a hostile list cannot point the
+harvester at internal services.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from types import TracebackType
+from typing import TypeVar
+from urllib.parse import urlsplit
+
+import httpx
+
+from harvester.config import HarvestConfig
+
+T = TypeVar("T")
+
+USER_AGENT = "resourcesync-portal-harvester/0.1"
+_RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
+
+
+class FetchError(Exception):
+    """A GET failed for good: after retries, or at once for a 4xx or a refused URL."""
+
+    def __init__(self, url: str, reason: str) -> None:
+        super().__init__(f"GET {url} failed: {reason}")
+        self.url = url
+        self.reason = reason
+
+
+class HarvestClient:
+    """One connection pool shared by the download threads (httpx.Client is thread-safe)."""
+
+    def __init__(
+        self,
+        config: HarvestConfig,
+        *,
+        transport: httpx.BaseTransport | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.config = config
+        self._sleep = sleep
+        self._http = httpx.Client(
+            timeout=httpx.Timeout(config.timeout),
+            follow_redirects=True,
+            headers={"User-Agent": USER_AGENT},
+            limits=httpx.Limits(max_connections=config.concurrency + 2),
+            transport=transport,
+            event_hooks={"request": [self._refuse_foreign_hosts]},
+        )
+
+    def __enter__(self) -> HarvestClient:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the connection pool."""
+        self._http.close()
+
+    def is_allowed(self, url: str) -> bool:
+        """Whether `url` is http(s) on an allowed host or one of its subdomains."""
+        parts = urlsplit(url)
+        host = (parts.hostname or "").rstrip(".")
+        if parts.scheme not in ("http", "https") or not host:
+            return False
+        return any(
+            host == allowed or host.endswith("." + allowed) for allowed in self.config.allowed_hosts
+        )
+
+    def fetch_document(self, url: str) -> bytes:
+        """GET a ResourceSync document, refusing it once it passes the size limit."""
+        limit = self.config.max_document_bytes
+
+        def read(response: httpx.Response) -> bytes:
+            declared = response.headers.get("Content-Length", "")
+            if declared.isdigit() and int(declared) > limit:
+                raise FetchError(url, f"document is larger than the limit of {limit} bytes")
+            body = bytearray()
+            for chunk in response.iter_bytes():
+                body += chunk
+                if len(body) > limit:
+                    raise FetchError(url, f"document is larger than the limit of {limit} bytes")
+            return bytes(body)
+
+        return self.fetch(url, read)
+
+    def fetch(
+        self,
+        url: str,
+        consume: Callable[[httpx.Response], T],
+        *,
+        headers: dict[str, str] | None = None,
+    ) -> T:
+        """GET `url` and hand the streaming response to `consume`, retrying transient errors.
+
+        `consume` runs again from scratch on a retry, so it must not keep partial state.
+        """
+        if not self.is_allowed(url):
+            raise FetchError(url, "the URL is not on an allowed host")
+        attempts = self.config.retries + 1
+        last_reason = ""
+        for attempt in range(1, attempts + 1):
+            try:
+                with self._http.stream("GET", url, headers=self._headers(url, headers)) as response:
+                    if response.status_code in _RETRY_STATUSES:
+                        last_reason = f"HTTP {response.status_code}"
+                    elif response.status_code >= 400:
+                        raise FetchError(url, f"HTTP {response.status_code}")
+                    else:
+                        return consume(response)
+            except httpx.TransportError as error:
+                last_reason = (
+                    f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+                )
+            except httpx.HTTPError as error:  # redirect loops, undecodable bodies: not transient
+                raise FetchError(url, f"{type(error).__name__}: {error}") from error
+            if attempt < attempts:
+                self._sleep(self.config.backoff * 2 ** (attempt - 1))
+        raise FetchError(url, f"{last_reason} (gave up after {attempts} attempts)")
+
+    def _headers(self, url: str, extra: dict[str, str] | None) -> dict[str, str]:
+        headers = dict(extra or {})
+        if self.config.bearer_token and _origin(url) == self.config.source_origin:
+            headers["Authorization"] = f"Bearer {self.config.bearer_token}"
+        return headers
+
+    def _refuse_foreign_hosts(self, request: httpx.Request) -> None:
+        if not self.is_allowed(str(request.url)):
+            raise FetchError(str(request.url), "redirected to a host that is not allowed")
+
+
+def _origin(url: str) -> str:
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}".lower()

@@ -1,0 +1,86 @@
+"""Fetching ResourceSync documents and walking from the Capability List down."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+
+from harvester.client import FetchError
+from harvester.session import HarvestSession
+from harvester.storage import Expected, VerificationError, bytes_digests, check
+from sitemaps.constants import Capability
+from sitemaps.reader import Document, Entry, ResourceSyncParseError, parse_document
+
+
+class HarvestError(Exception):
+    """The run cannot go on: the source's documents are unreachable or unusable."""
+
+
+def fetch_document(
+    session: HarvestSession, url: str, capability: str, *, listed: Entry | None = None
+) -> Document:
+    """GET and parse one document, checking it is the capability we went for.
+
+    An index part is also checked against the length and hash its index lists.
+    """
+    data = session.client.fetch_document(url)
+    if listed is not None:
+        expected = Expected.from_entry(listed, session.config.hash_algorithms)
+        try:
+            check(expected, len(data), bytes_digests(data, expected.hashes))
+        except VerificationError as error:
+            raise ResourceSyncParseError(f"{url} differs from its index entry: {error}") from error
+    document = parse_document(data, max_bytes=session.config.max_document_bytes)
+    if document.capability != capability:
+        raise ResourceSyncParseError(f"{url} is a {document.capability}, expected {capability}")
+    return document
+
+
+def read_capabilities(session: HarvestSession) -> dict[str, str]:
+    """Map each capability the source advertises to its document's URL."""
+    url = session.config.capability_list_url
+    try:
+        document = fetch_document(session, url, Capability.CAPABILITY_LIST)
+    except (FetchError, ResourceSyncParseError) as error:
+        raise HarvestError(f"cannot read the Capability List: {error}") from error
+    if document.is_index:
+        raise HarvestError(f"{url}: a Capability List must not be an index")
+    capabilities: dict[str, str] = {}
+    for entry in document.entries:
+        if entry.capability and entry.capability not in capabilities:
+            capabilities[entry.capability] = entry.loc
+        elif entry.capability:
+            session.report.warnings.append(
+                f"the Capability List names {entry.capability} twice; using the first"
+            )
+    return capabilities
+
+
+def list_documents(
+    session: HarvestSession,
+    url: str,
+    capability: str,
+    *,
+    select: Callable[[Document], Iterable[Entry]] | None = None,
+) -> Iterator[Document]:
+    """Yield the document at `url`, or each part (chosen by `select`) if it is an index.
+
+    The top document failing stops the run; a part failing is recorded as a
+    failure and the others are still harvested.
+    """
+    try:
+        top = fetch_document(session, url, capability)
+    except (FetchError, ResourceSyncParseError) as error:
+        raise HarvestError(f"cannot read the {capability} at {url}: {error}") from error
+    if not top.is_index:
+        yield top
+        return
+    for part in select(top) if select is not None else top.entries:
+        try:
+            document = fetch_document(session, part.loc, capability, listed=part)
+        except (FetchError, ResourceSyncParseError) as error:
+            session.report.fail(part.loc, str(error))
+            continue
+        if document.is_index:
+            session.report.fail(part.loc, "an index inside an index; indexes do not nest")
+            continue
+        yield document

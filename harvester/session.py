@@ -1,0 +1,55 @@
+"""The things one harvest run shares: configuration, client, state and report."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from harvester.client import HarvestClient
+from harvester.config import HarvestConfig
+from harvester.report import NoProgress, Outcome, Progress, SyncReport
+from harvester.state import ResourceRecord, SyncState, save_state
+
+#: Save the state at least this often (seconds) during a long run, so a crash loses little.
+CHECKPOINT_SECONDS = 30.0
+
+
+@dataclass(slots=True)
+class HarvestSession:
+    """One run's context; only the thread that owns it records outcomes."""
+
+    config: HarvestConfig
+    client: HarvestClient
+    state: SyncState
+    report: SyncReport
+    progress: Progress = field(default_factory=NoProgress)
+    dry_run: bool = False
+    _last_checkpoint: float = field(default_factory=time.monotonic)
+
+    @property
+    def destination(self) -> Path:
+        """The destination directory."""
+        return self.config.destination
+
+    def record(
+        self, outcome: Outcome, *, copy: ResourceRecord | None = None, forget: bool = False
+    ) -> None:
+        """Count an outcome; remember the copy it produced, or forget a deleted one."""
+        self.report.add(outcome)
+        if not self.dry_run:
+            if copy is not None:
+                self.state.resources[outcome.uri] = copy
+            elif forget:
+                self.state.resources.pop(outcome.uri, None)
+        self.progress.advance()
+        self.checkpoint()
+
+    def checkpoint(self, *, force: bool = False) -> None:
+        """Save the state if enough time has passed (or when forced)."""
+        if self.dry_run:
+            return
+        now = time.monotonic()
+        if force or now - self._last_checkpoint >= CHECKPOINT_SECONDS:
+            save_state(self.destination, self.state)
+            self._last_checkpoint = now

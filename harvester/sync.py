@@ -1,0 +1,136 @@
+"""One harvest run: the entry point shared by the command and the Celery task.
+
+It reads the Capability List, runs a baseline, an incremental or an audit,
+and keeps the state: copies are remembered as they land, and the sync point
+moves only after a run without failures. The default incremental range runs
+from the last sync point to now.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from contextlib import AbstractContextManager, nullcontext
+from enum import StrEnum
+
+from harvester.audit import run_audit
+from harvester.baseline import run_baseline
+from harvester.client import HarvestClient
+from harvester.config import HarvestConfig
+from harvester.documents import HarvestError, read_capabilities
+from harvester.incremental import run_incremental
+from harvester.report import NoProgress, Progress, SyncReport
+from harvester.session import HarvestSession
+from harvester.state import STATE_FILE, SyncState, destination_lock, load_state
+
+
+class Mode(StrEnum):
+    """What a run does."""
+
+    BASELINE = "baseline"
+    INCREMENTAL = "incremental"
+    AUDIT = "audit"
+
+
+def run_harvest(
+    config: HarvestConfig,
+    mode: Mode | str,
+    *,
+    range_from: dt.datetime | None = None,
+    range_until: dt.datetime | None = None,
+    dry_run: bool = False,
+    progress: Progress | None = None,
+    now: dt.datetime | None = None,
+) -> SyncReport:
+    """Run one harvest and report it; raises HarvestError/StateError when it cannot run."""
+    mode = Mode(mode)
+    now = now or dt.datetime.now(dt.UTC)
+    if mode is not Mode.INCREMENTAL and (range_from or range_until):
+        raise HarvestError("a time range applies to incremental runs only")
+    report = SyncReport(mode=mode.value, dry_run=dry_run)
+    writes = not dry_run and mode is not Mode.AUDIT
+    if writes:
+        config.destination.mkdir(parents=True, exist_ok=True)
+    lock: AbstractContextManager[None] = (
+        destination_lock(config.destination) if writes else nullcontext()
+    )
+    with lock, HarvestClient(config) as client:
+        state = (
+            load_state(config.destination, config.capability_list_url)
+            if config.destination.is_dir()
+            else SyncState(capability_list_url=config.capability_list_url)
+        )
+        session = HarvestSession(
+            config=config,
+            client=client,
+            state=state,
+            report=report,
+            progress=progress or NoProgress(),
+            dry_run=dry_run,
+        )
+        sync_point: dt.datetime | None = None
+        try:
+            capabilities = read_capabilities(session)
+            if mode is Mode.BASELINE:
+                sync_point = run_baseline(session, capabilities) or now
+            elif mode is Mode.INCREMENTAL:
+                start, end = incremental_range(state, range_from, range_until, now)
+                report.range_from, report.range_until = start, end
+                run_incremental(session, capabilities, start, end)
+                # A range reaching into the future is only in step up to now.
+                sync_point = next_sync_point(session, start, min(end, now))
+            else:
+                run_audit(session, capabilities)
+        finally:
+            report.finished = time.monotonic()
+            if writes:
+                if sync_point is not None and not report.failures:
+                    state.synced_until = report.sync_point = sync_point
+                state.last_mode = mode.value
+                state.last_run_at = now
+                session.checkpoint(force=True)
+    return report
+
+
+def incremental_range(
+    state: SyncState,
+    range_from: dt.datetime | None,
+    range_until: dt.datetime | None,
+    now: dt.datetime,
+) -> tuple[dt.datetime, dt.datetime]:
+    """The requested range, defaulting to [last sync point, now]."""
+    start = range_from or state.synced_until
+    if start is None:
+        raise HarvestError(
+            "no earlier successful sync to continue from: run a baseline or give a start time"
+        )
+    end = range_until or now
+    if start > end:
+        raise HarvestError(
+            f"the range starts ({start.isoformat()}) after it ends ({end.isoformat()})"
+        )
+    return start, end
+
+
+def next_sync_point(
+    session: HarvestSession, start: dt.datetime, end: dt.datetime
+) -> dt.datetime | None:
+    """Advance only over a range that joins the last sync point; never move backwards."""
+    previous = session.state.synced_until
+    if previous is not None and start > previous:
+        session.report.warnings.append(
+            f"the range starts after the last sync point ({previous.isoformat()}); "
+            "the sync point stays where it was"
+        )
+        return None
+    if previous is not None and end <= previous:
+        return None
+    return end
+
+
+def default_mode(config: HarvestConfig) -> Mode:
+    """Incremental once a baseline has succeeded at this destination, baseline before."""
+    if not (config.destination / STATE_FILE).is_file():
+        return Mode.BASELINE
+    state = load_state(config.destination, config.capability_list_url)
+    return Mode.INCREMENTAL if state.synced_until is not None else Mode.BASELINE

@@ -1,0 +1,169 @@
+"""Getting resources into the destination and out of it.
+
+Downloads run in a thread pool sized by `concurrency`; each worker maps the
+URI, skips a copy that is already right, or writes a verified new one, and
+returns an outcome that the session's thread records. A failed transfer leaves
+the previous copy in place.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from functools import partial
+from pathlib import Path
+
+import httpx
+
+from harvester.client import FetchError
+from harvester.concurrency import map_bounded
+from harvester.mapping import UnsafePathError, resource_path
+from harvester.report import Action, Outcome
+from harvester.session import HarvestSession
+from harvester.state import ResourceRecord
+from harvester.storage import (
+    Expected,
+    StoredFile,
+    VerificationError,
+    check,
+    file_digests,
+    regular_file_stat,
+    remove_copy,
+    write_verified,
+)
+from sitemaps.reader import Entry
+
+#: Lowest mirror priority, used when a duplicate link gives none (spec: absent = 999999).
+LOWEST_PRIORITY = 999_999
+
+Writer = Callable[[Path, Expected], StoredFile]
+Result = tuple[Outcome, ResourceRecord | None]
+
+
+def download_resources(session: HarvestSession, entries: Sequence[Entry]) -> None:
+    """GET every entry concurrently; copies that already match are skipped."""
+    session.progress.start("download", len(entries))
+    work = partial(download_one, session)
+    for _, (outcome, copy) in map_bounded(session.config.concurrency, entries, work):
+        session.record(outcome, copy=copy)
+
+
+def download_one(session: HarvestSession, entry: Entry) -> Result:
+    """Fetch one resource from its URI, falling back to its mirrors in priority order."""
+
+    def write(target: Path, expected: Expected) -> StoredFile:
+        errors: list[Exception] = []
+        for url in candidate_urls(session, entry):
+            try:
+                return session.client.fetch(
+                    url,
+                    lambda response: write_verified(
+                        session.destination,
+                        target,
+                        response.iter_bytes(),
+                        expected,
+                        session.config.hash_algorithms,
+                        modified=entry.lastmod,
+                    ),
+                    headers={"Accept-Encoding": "identity"},
+                )
+            except (FetchError, VerificationError, httpx.HTTPError) as error:
+                errors.append(error)
+        if len(errors) == 1:
+            raise errors[0]
+        reason = "; ".join(map(str, errors)) or "the URL is not on an allowed host"
+        raise FetchError(entry.loc, reason)
+
+    return store_entry(session, entry, write)
+
+
+def store_entry(session: HarvestSession, entry: Entry, write: Writer) -> Result:
+    """Map, skip if current, else write through `write`; never raises for one resource."""
+    try:
+        target = resource_path(session.destination, entry.loc)
+        current = current_copy(session, entry, target)
+        if current is not None:
+            return Outcome(entry.loc, Action.SKIPPED), current
+        if session.dry_run:
+            return Outcome(entry.loc, Action.DOWNLOADED, bytes=entry.length or 0), None
+        expected = Expected.from_entry(entry, session.config.hash_algorithms)
+        stored = write(target, expected)
+    except (UnsafePathError, VerificationError, FetchError, OSError) as error:
+        return Outcome(entry.loc, Action.FAILED, reason=str(error)), None
+    record = ResourceRecord(
+        path=target.relative_to(session.destination).as_posix(),
+        length=stored.length,
+        digests=stored.digests,
+        mtime_ns=stored.mtime_ns,
+        lastmod=entry.lastmod,
+    )
+    return Outcome(entry.loc, Action.DOWNLOADED, bytes=stored.length), record
+
+
+def current_copy(session: HarvestSession, entry: Entry, target: Path) -> ResourceRecord | None:
+    """The record of the local copy if it already matches the entry, else None.
+
+    With a listed digest we compare digests (from the state when the file is
+    untouched since we wrote it, else by hashing it). Without one, a copy
+    counts as current only if we wrote it for the same lastmod and length.
+    """
+    info = regular_file_stat(target)
+    if info is None or (entry.length is not None and info.st_size != entry.length):
+        return None
+    expected = Expected.from_entry(entry, session.config.hash_algorithms)
+    known = session.state.resources.get(entry.loc)
+    untouched = known is not None and (known.length, known.mtime_ns) == (
+        info.st_size,
+        info.st_mtime_ns,
+    )
+    if not expected.hashes:
+        if untouched and known is not None and entry.lastmod and known.lastmod == entry.lastmod:
+            return known
+        return None
+    if untouched and known is not None and set(expected.hashes) <= set(known.digests):
+        length, digests = known.length, known.digests
+    else:
+        length, digests = file_digests(target, session.config.hash_algorithms)
+    try:
+        check(expected, length, digests)
+    except VerificationError:
+        return None
+    return ResourceRecord(
+        path=target.relative_to(session.destination).as_posix(),
+        length=length,
+        digests=digests,
+        mtime_ns=info.st_mtime_ns,
+        lastmod=entry.lastmod,
+    )
+
+
+def delete_resources(session: HarvestSession, uris: Sequence[str]) -> None:
+    """Remove the copies of deleted resources (unless the configuration keeps them)."""
+    session.progress.start("delete", len(uris))
+    for uri in uris:
+        outcome = delete_one(session, uri)
+        gone = outcome.action is Action.DELETED or (
+            outcome.action is Action.SKIPPED and session.config.delete
+        )
+        session.record(outcome, forget=gone)
+
+
+def delete_one(session: HarvestSession, uri: str) -> Outcome:
+    """Remove one copy; a copy that is already gone counts as skipped."""
+    if not session.config.delete:
+        return Outcome(uri, Action.SKIPPED, reason="deletion disabled by configuration")
+    try:
+        target = resource_path(session.destination, uri)
+        if session.dry_run:
+            exists = regular_file_stat(target) is not None
+            return Outcome(uri, Action.DELETED if exists else Action.SKIPPED)
+        removed = remove_copy(session.destination, target)
+    except (UnsafePathError, OSError) as error:
+        return Outcome(uri, Action.FAILED, reason=str(error))
+    return Outcome(uri, Action.DELETED if removed else Action.SKIPPED)
+
+
+def candidate_urls(session: HarvestSession, entry: Entry) -> list[str]:
+    """The entry's URI, then its `duplicate` mirrors by priority, on allowed hosts only."""
+    mirrors = sorted(entry.links_with("duplicate"), key=lambda link: link.pri or LOWEST_PRIORITY)
+    urls = [entry.loc, *(link.href for link in mirrors)]
+    return [url for url in dict.fromkeys(urls) if session.client.is_allowed(url)]

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# The real services the test suite needs, Elasticsearch and Redis, together.
+#
+#   scripts/services.sh start|stop|status
+#   scripts/services.sh run COMMAND...
+#       Starts the services that are not running, runs COMMAND and exits with
+#       its exit code. When the last concurrent `run` ends (even if COMMAND
+#       failed or was interrupted), the services that `run` started are stopped;
+#       services that were already running are left alone.
+set -euo pipefail
+
+SCRIPTS=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+SERVICES=(elasticsearch redis)
+# Per pair of ports: users/<pid> for each run, "started" lists what to stop at the end.
+STATE=$SCRIPTS/../.cache/services/${ES_PORT:-9200}-${REDIS_PORT:-6379}
+
+each() {
+    local rc=0 s
+    for s in "${SERVICES[@]}"; do
+        [[ $1 == status ]] && printf '%s: ' "$s"
+        "$SCRIPTS/$s.sh" "$1" || rc=$?
+    done
+    return "$rc"
+}
+
+release() {
+    local f s started
+    exec 9>"$STATE/lock"
+    flock 9
+    rm -f "$STATE/users/$$"
+    for f in "$STATE"/users/*; do
+        [[ -e $f ]] || continue
+        kill -0 "${f##*/}" 2>/dev/null && return # another run still needs them
+        rm -f "$f"                               # left by a killed run
+    done
+    [[ -f $STATE/started ]] || return 0
+    mapfile -t started < <(sort -u "$STATE/started")
+    for s in "${started[@]}"; do "$SCRIPTS/$s.sh" stop || true; done
+    rm -f "$STATE/started"
+}
+
+run() {
+    local s rc=0
+    mkdir -p "$STATE/users"
+    trap release EXIT
+    trap 'exit 130' INT
+    trap 'exit 143' TERM
+    (
+        flock 9
+        touch "$STATE/users/$$"
+        for s in "${SERVICES[@]}"; do
+            if ! "$SCRIPTS/$s.sh" status >/dev/null; then
+                echo "$s" >>"$STATE/started"
+                "$SCRIPTS/$s.sh" start
+            fi
+        done
+    ) 9>"$STATE/lock"
+    "$@" || rc=$?
+    exit "$rc"
+}
+
+case ${1:-} in
+    start | stop | status) each "$1" ;;
+    run)
+        shift
+        [[ $# -gt 0 ]] || { echo "usage: $0 run COMMAND..." >&2; exit 2; }
+        run "$@"
+        ;;
+    *)
+        echo "usage: $0 start|stop|status|run COMMAND..." >&2
+        exit 2
+        ;;
+esac
