@@ -6,12 +6,15 @@ Change List is read (a plain list, or those parts of an index whose interval
 intersects the range). Changes are kept when their `datetime` is within the
 range, bounds included, and only the latest change per resource is applied:
 created/updated are downloaded (or extracted) and verified, deleted removed.
+The newest `datetime` applied is returned: it is as far as the source's
+documents vouch for, in the source's own clock, so the next run starts there.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Iterable
+from typing import Any
 
 from harvester.changes import Change, intersects, latest_changes
 from harvester.documents import HarvestError, list_documents
@@ -34,21 +37,20 @@ def run_incremental(
     capabilities: dict[str, str],
     range_from: dt.datetime,
     range_until: dt.datetime,
-) -> None:
-    """Apply the source's changes within [range_from, range_until]."""
+) -> dt.datetime | None:
+    """Apply the source's changes within [range_from, range_until]; return the newest one's time."""
     if session.config.use_dumps and Capability.CHANGE_DUMP in capabilities:
         url = capabilities[Capability.CHANGE_DUMP]
-        incremental_from_dump(session, url, range_from, range_until)
-    elif Capability.CHANGE_LIST in capabilities:
+        return incremental_from_dump(session, url, range_from, range_until)
+    if Capability.CHANGE_LIST in capabilities:
         url = capabilities[Capability.CHANGE_LIST]
-        incremental_from_list(session, url, range_from, range_until)
-    else:
-        raise HarvestError("the Capability List advertises neither a Change List nor a Change Dump")
+        return incremental_from_list(session, url, range_from, range_until)
+    raise HarvestError("the Capability List advertises neither a Change List nor a Change Dump")
 
 
 def incremental_from_list(
     session: HarvestSession, url: str, range_from: dt.datetime, range_until: dt.datetime
-) -> None:
+) -> dt.datetime | None:
     """Download created/updated and remove deleted resources named by the Change List."""
     documents = _documents_in_range(session, url, Capability.CHANGE_LIST, range_from, range_until)
     changes = [
@@ -59,11 +61,12 @@ def incremental_from_list(
     selected = latest_changes(changes, range_from, range_until)
     download_resources(session, [c.entry for c in selected if c.kind != ChangeType.DELETED])
     delete_resources(session, [c.uri for c in selected if c.kind == ChangeType.DELETED])
+    return newest(selected)
 
 
 def incremental_from_dump(
     session: HarvestSession, url: str, range_from: dt.datetime, range_until: dt.datetime
-) -> None:
+) -> dt.datetime | None:
     """Extract created/updated bitstreams from the Change Dump's packages, remove deleted ones."""
     documents = _documents_in_range(session, url, Capability.CHANGE_DUMP, range_from, range_until)
     package_entries = [
@@ -85,6 +88,13 @@ def incremental_from_dump(
         for package in dict.fromkeys(change.origin for change in updates):
             extract_members(session, package, [c.entry for c in updates if c.origin is package])
     delete_resources(session, [c.uri for c in selected if c.kind == ChangeType.DELETED])
+    return newest(selected)
+
+
+def newest(changes: Iterable[Change[Any]]) -> dt.datetime | None:
+    """The latest `datetime` among the changes; those without one cannot be placed."""
+    times = [change.entry.datetime for change in changes if change.entry.datetime is not None]
+    return max(times) if times else None
 
 
 def _documents_in_range(

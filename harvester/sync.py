@@ -4,6 +4,12 @@ It reads the Capability List, runs a baseline, an incremental or an audit,
 and keeps the state: copies are remembered as they land, and the sync point
 moves only after a run without failures. The default incremental range runs
 from the last sync point to now.
+
+After an incremental run the sync point moves to the newest change applied,
+as resync does, never to our own clock: a source publishes a change some time
+after its `datetime` (the portal regenerates after a delay, and its clock is
+not ours), and a sync point past it would leave that change out of every
+later range.
 """
 
 from __future__ import annotations
@@ -76,9 +82,9 @@ def run_harvest(
             elif mode is Mode.INCREMENTAL:
                 start, end = incremental_range(state, range_from, range_until, now)
                 report.range_from, report.range_until = start, end
-                run_incremental(session, capabilities, start, end)
-                # A range reaching into the future is only in step up to now.
-                sync_point = next_sync_point(session, start, min(end, now))
+                applied_until = run_incremental(session, capabilities, start, end)
+                if applied_until is not None:
+                    sync_point = next_sync_point(session, start, applied_until)
             else:
                 run_audit(session, capabilities)
         finally:

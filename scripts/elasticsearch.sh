@@ -33,7 +33,7 @@ prepare_dir() {
         mkdir -p "$DIR"
         # e.g. a clone under /root: the system user cannot reach it.
         if ! as_es test -x "$DIR"; then
-            log "$ES_USER cannot reach $DIR, using $FALLBACK_DIR"
+            [[ $1 == start ]] && log "$ES_USER cannot reach $DIR, using $FALLBACK_DIR"
             DIR=$FALLBACK_DIR
         fi
     fi
@@ -152,7 +152,7 @@ status() {
     fi
 }
 
-prepare_dir
+prepare_dir "${1:-}"
 case ${1:-} in
     start | stop)
         # One start or stop at a time (another shell may be running the tests).

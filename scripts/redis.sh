@@ -16,9 +16,9 @@ LOGFILE=$DIR/redis-$REDIS_PORT.log
 
 log() { echo "redis: $*" >&2; }
 pid() { [[ -s $PIDFILE ]] && kill -0 "$(cat "$PIDFILE")" 2>/dev/null && cat "$PIDFILE"; }
-ping() { [[ $(redis-cli -h 127.0.0.1 -p "$REDIS_PORT" ping 2>/dev/null) == PONG ]]; }
+answers() { [[ $(redis-cli -h 127.0.0.1 -p "$REDIS_PORT" ping 2>/dev/null) == PONG ]]; }
 
-install() {
+ensure_installed() {
     command -v redis-server >/dev/null && command -v redis-cli >/dev/null && return
     log "installing redis-server with apt-get"
     export DEBIAN_FRONTEND=noninteractive
@@ -30,12 +30,12 @@ install() {
 }
 
 start() {
-    install
+    ensure_installed
     if [[ -n $(pid) ]]; then
         log "already running (pid $(pid)) on 127.0.0.1:$REDIS_PORT"
         return
     fi
-    if ping; then
+    if answers; then
         log "a server not started by this script already answers on 127.0.0.1:$REDIS_PORT; using it"
         return
     fi
@@ -45,7 +45,7 @@ start() {
         --pidfile "$PIDFILE" --logfile "$LOGFILE" --dir "$DIR" \
         --save "" --appendonly no 9>&-
     for _ in $(seq 60); do
-        ping && { log "ready (pid $(pid)) on 127.0.0.1:$REDIS_PORT"; return; }
+        answers && { log "ready (pid $(pid)) on 127.0.0.1:$REDIS_PORT"; return; }
         sleep 0.5
     done
     log "cannot start; the tail of $LOGFILE:"

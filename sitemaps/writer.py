@@ -105,16 +105,16 @@ def escape_attribute(value: str) -> str:
     )
 
 
+# Printable ASCII but `& < > "` maps to itself, every other byte to NUL.
+_PLAIN_BYTES = bytes(
+    byte if 0x20 <= byte < 0x7F and byte not in b'&<>"' else 0 for byte in range(256)
+)
+
+
 def _is_plain(value: str) -> bool:
     """True if `value` needs no escaping anywhere: printable ASCII without `& < > "`."""
-    return (
-        value.isascii()
-        and value.isprintable()
-        and "&" not in value
-        and "<" not in value
-        and ">" not in value
-        and '"' not in value
-    )
+    # One table lookup per byte: faster than isprintable() and four `in` tests.
+    return value.isascii() and 0 not in value.encode().translate(_PLAIN_BYTES)
 
 
 # Names as given -> names in output order, per element, for the few shapes callers use.
@@ -240,6 +240,54 @@ class DocumentWriter:
         if _is_plain(values):
             return f"{markup}{self._close}".encode()
         return self._escaped_entry(loc, lastmod, md, links)
+
+    def resource_entry(
+        self,
+        loc: str,
+        lastmod: str,
+        *,
+        hash: str = "",
+        length: str = "",
+        type: str = "",
+        path: str = "",
+        links: Sequence[tuple[str, str, str]] = (),
+    ) -> bytes:
+        """`entry()` for the one shape of Resource List and manifest entries, twice as fast.
+
+        The `rs:md` attributes are hash, length, type and path; links are
+        (rel, href, type) triples. Anything but plain values, a lastmod and
+        whole links goes to `entry()`, which escapes it or raises.
+        """
+        if hash and length and type:
+            md = f' hash="{hash}" length="{length}" type="{type}"'
+        else:
+            md = "".join(
+                f' {name}="{value}"'
+                for name, value in (("hash", hash), ("length", length), ("type", type))
+                if value
+            )
+        if path:
+            md += f' path="{path}"'
+        markup = f"{self._open}{loc}</loc><lastmod>{lastmod}</lastmod>"
+        if md:
+            markup += f"<rs:md{md}/>"
+        values = f"{loc}{lastmod}{hash}{length}{type}{path}"
+        whole = bool(loc and lastmod)
+        for rel, href, link_type in links:
+            if link_type:
+                markup += f'<rs:ln rel="{rel}" href="{href}" type="{link_type}"/>'
+            else:
+                markup += f'<rs:ln rel="{rel}" href="{href}"/>'
+            values += f"{rel}{href}{link_type}"
+            whole = whole and bool(rel and href)
+        if whole and _is_plain(values):
+            return f"{markup}{self._close}".encode()
+        return self.entry(
+            loc,
+            lastmod,
+            {"hash": hash, "length": length, "type": type, "path": path},
+            [{"rel": rel, "href": href, "type": link_type} for rel, href, link_type in links],
+        )
 
     def _escaped_entry(
         self, loc: str, lastmod: str | None, md: Attributes | None, links: Sequence[Attributes]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.contrib import admin, messages
+from django.db import models
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils.html import format_html
@@ -52,6 +53,7 @@ class ResourceSetAdmin(admin.ModelAdmin):
     search_fields = ("slug", "name", "provider__slug")
     readonly_fields = ("changed_at", "accepts_changes_since", "documents")
     inlines = [CapabilitySettingsInline]
+    formfield_overrides = {models.URLField: {"assume_scheme": "https"}}
     actions = ["regenerate_now", "regenerate_all_pages"]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[ResourceSet]:

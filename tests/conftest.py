@@ -46,7 +46,8 @@ HOW_TO_START = (
 def _service_url(var: str, example: str) -> str:
     url = os.environ.get(var, "").strip().rstrip("/")
     if not url:
-        pytest.fail(f"{var} is not set. " + HOW_TO_START.format(var=var, example=example), False)
+        message = f"{var} is not set. " + HOW_TO_START.format(var=var, example=example)
+        pytest.fail(message, pytrace=False)
     return url
 
 
@@ -157,7 +158,8 @@ def _database_url(db: dict) -> str:
         from urllib.parse import quote
 
         auth = f"{quote(db['USER'] or '')}:{quote(db['PASSWORD'] or '')}@"
-        return f"postgres://{auth}{db['HOST'] or ''}:{db['PORT'] or ''}/{db['NAME']}"
+        host = f"{quote(db['HOST'] or '', safe='')}:{db['PORT'] or ''}"
+        return f"postgres://{auth}{host}/{quote(db['NAME'])}"
     pytest.fail(f"celery_worker does not know how to share a {db['ENGINE']} database.")
 
 
@@ -194,6 +196,7 @@ def celery_worker(
     celery_worker_env: dict[str, str],
     celery_worker_includes: list[str],
 ):
+    """A real worker on `redis_url`, sharing the test database; yields a CeleryWorker."""
     import redis
     from django.conf import settings as django_settings
     from django.db import connection
@@ -245,3 +248,26 @@ def celery_worker(
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+
+# --- Elasticsearch as the portal's mirror and generator --------------------------------
+
+ELASTICSEARCH_GENERATOR = "sources.generators.elasticsearch.ElasticsearchGenerator"
+
+
+@pytest.fixture
+def use_elasticsearch(settings, elasticsearch_url: str):
+    """Mirror into fresh test indices (reading from them is the generator setting's job)."""
+    from elasticsearch.dsl.connections import connections
+
+    from sources.documents import changes_index, resources_index
+    from sources.indexing import ensure_indices
+
+    settings.ELASTICSEARCH_URL = elasticsearch_url
+    connections.configure(default={"hosts": elasticsearch_url, "request_timeout": 30})
+    for index in (resources_index, changes_index):
+        index.delete(ignore_unavailable=True)
+    ensure_indices()
+    yield elasticsearch_url
+    for index in (resources_index, changes_index):
+        index.delete(ignore_unavailable=True)

@@ -13,6 +13,7 @@ from sources.events import Event, LinkData
 from sources.models import CapabilitySettings, DataProvider, ResourceSet
 from sources.services import IngestResult, ingest_events
 
+ELASTICSEARCH_GENERATOR = "sources.generators.elasticsearch.ElasticsearchGenerator"
 XSD_DIR = Path(__file__).resolve().parent / "data" / "xsd"
 LASTMOD = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 NS = {

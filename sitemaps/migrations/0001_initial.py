@@ -5,87 +5,194 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
-        ('sources', '0001_initial'),
+        ("sources", "0001_initial"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='RegenerationState',
+            name="RegenerationState",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('through_change_id', models.BigIntegerField(default=0, help_text='Every change up to this id is reflected in the documents.')),
-                ('regenerated_at', models.DateTimeField(blank=True, null=True)),
-                ('duration', models.DurationField(blank=True, null=True)),
-                ('pages_written', models.PositiveIntegerField(default=0, help_text='In the last run.')),
-                ('running_since', models.DateTimeField(blank=True, null=True)),
-                ('progress_done', models.PositiveIntegerField(default=0)),
-                ('progress_total', models.PositiveIntegerField(default=0)),
-                ('scheduled_at', models.DateTimeField(blank=True, help_text='A regeneration task is queued for this time.', null=True)),
-                ('last_error', models.TextField(blank=True)),
-                ('resource_set', models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, related_name='regeneration_state', to='sources.resourceset')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "through_change_id",
+                    models.BigIntegerField(
+                        default=0,
+                        help_text="Every change up to this id is reflected in the documents.",
+                    ),
+                ),
+                ("regenerated_at", models.DateTimeField(blank=True, null=True)),
+                ("duration", models.DurationField(blank=True, null=True)),
+                (
+                    "pages_written",
+                    models.PositiveIntegerField(default=0, help_text="In the last run."),
+                ),
+                ("running_since", models.DateTimeField(blank=True, null=True)),
+                ("progress_done", models.PositiveIntegerField(default=0)),
+                ("progress_total", models.PositiveIntegerField(default=0)),
+                (
+                    "scheduled_at",
+                    models.DateTimeField(
+                        blank=True,
+                        help_text="A regeneration task is queued for this time.",
+                        null=True,
+                    ),
+                ),
+                ("last_error", models.TextField(blank=True)),
+                (
+                    "resource_set",
+                    models.OneToOneField(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="regeneration_state",
+                        to="sources.resourceset",
+                    ),
+                ),
             ],
         ),
         migrations.CreateModel(
-            name='ChangeListPage',
+            name="ChangeListPage",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('number', models.PositiveIntegerField(help_text='Part of the public file name.')),
-                ('storage_name', models.CharField(blank=True, max_length=500)),
-                ('etag', models.CharField(blank=True, max_length=64)),
-                ('entries', models.PositiveIntegerField(default=0)),
-                ('size', models.PositiveBigIntegerField(default=0)),
-                ('generated_at', models.DateTimeField(blank=True, null=True)),
-                ('since', models.DateTimeField()),
-                ('until', models.DateTimeField(blank=True, help_text='Set once the list is closed.', null=True)),
-                ('final', models.BooleanField(default=False, help_text='Written with every change up to `until`; never rewritten.')),
-                ('resource_set', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='change_list_pages', to='sources.resourceset')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("number", models.PositiveIntegerField(help_text="Part of the public file name.")),
+                ("storage_name", models.CharField(blank=True, max_length=500)),
+                ("etag", models.CharField(blank=True, max_length=64)),
+                ("entries", models.PositiveIntegerField(default=0)),
+                ("size", models.PositiveBigIntegerField(default=0)),
+                ("generated_at", models.DateTimeField(blank=True, null=True)),
+                ("since", models.DateTimeField()),
+                (
+                    "until",
+                    models.DateTimeField(
+                        blank=True, help_text="Set once the list is closed.", null=True
+                    ),
+                ),
+                (
+                    "final",
+                    models.BooleanField(
+                        default=False,
+                        help_text="Written with every change up to `until`; never rewritten.",
+                    ),
+                ),
+                (
+                    "resource_set",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="change_list_pages",
+                        to="sources.resourceset",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['resource_set', 'since'],
-                'constraints': [models.UniqueConstraint(fields=('resource_set', 'number'), name='unique_cl_page')],
+                "ordering": ["resource_set", "since"],
+                "constraints": [
+                    models.UniqueConstraint(
+                        fields=("resource_set", "number"), name="unique_cl_page"
+                    )
+                ],
             },
         ),
         migrations.CreateModel(
-            name='IndexDocument',
+            name="IndexDocument",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('number', models.PositiveIntegerField(help_text='Part of the public file name.')),
-                ('storage_name', models.CharField(blank=True, max_length=500)),
-                ('etag', models.CharField(blank=True, max_length=64)),
-                ('entries', models.PositiveIntegerField(default=0)),
-                ('size', models.PositiveBigIntegerField(default=0)),
-                ('generated_at', models.DateTimeField(blank=True, null=True)),
-                ('kind', models.CharField(choices=[('resourcelist', 'Resource List'), ('changelist', 'Change List')], max_length=20)),
-                ('resource_set', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='index_documents', to='sources.resourceset')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("number", models.PositiveIntegerField(help_text="Part of the public file name.")),
+                ("storage_name", models.CharField(blank=True, max_length=500)),
+                ("etag", models.CharField(blank=True, max_length=64)),
+                ("entries", models.PositiveIntegerField(default=0)),
+                ("size", models.PositiveBigIntegerField(default=0)),
+                ("generated_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "kind",
+                    models.CharField(
+                        choices=[("resourcelist", "Resource List"), ("changelist", "Change List")],
+                        max_length=20,
+                    ),
+                ),
+                (
+                    "resource_set",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="index_documents",
+                        to="sources.resourceset",
+                    ),
+                ),
             ],
             options={
-                'constraints': [models.UniqueConstraint(fields=('resource_set', 'kind'), name='unique_index_doc')],
+                "constraints": [
+                    models.UniqueConstraint(
+                        fields=("resource_set", "kind"), name="unique_index_doc"
+                    )
+                ],
             },
         ),
         migrations.CreateModel(
-            name='ResourceListPage',
+            name="ResourceListPage",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('number', models.PositiveIntegerField(help_text='Part of the public file name.')),
-                ('storage_name', models.CharField(blank=True, max_length=500)),
-                ('etag', models.CharField(blank=True, max_length=64)),
-                ('entries', models.PositiveIntegerField(default=0)),
-                ('size', models.PositiveBigIntegerField(default=0)),
-                ('generated_at', models.DateTimeField(blank=True, null=True)),
-                ('after_key', models.BigIntegerField(help_text='Keys above this belong here...')),
-                ('through_key', models.BigIntegerField(blank=True, help_text='...up to this one; empty on the open tail page.', null=True)),
-                ('at', models.DateTimeField(blank=True, null=True)),
-                ('completed', models.DateTimeField(blank=True, null=True)),
-                ('in_index', models.BooleanField(default=False, help_text='Written as a part of an index (with rel=index).')),
-                ('resource_set', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='resource_list_pages', to='sources.resourceset')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("number", models.PositiveIntegerField(help_text="Part of the public file name.")),
+                ("storage_name", models.CharField(blank=True, max_length=500)),
+                ("etag", models.CharField(blank=True, max_length=64)),
+                ("entries", models.PositiveIntegerField(default=0)),
+                ("size", models.PositiveBigIntegerField(default=0)),
+                ("generated_at", models.DateTimeField(blank=True, null=True)),
+                ("after_key", models.BigIntegerField(help_text="Keys above this belong here...")),
+                (
+                    "through_key",
+                    models.BigIntegerField(
+                        blank=True,
+                        help_text="...up to this one; empty on the open tail page.",
+                        null=True,
+                    ),
+                ),
+                ("at", models.DateTimeField(blank=True, null=True)),
+                ("completed", models.DateTimeField(blank=True, null=True)),
+                (
+                    "in_index",
+                    models.BooleanField(
+                        default=False, help_text="Written as a part of an index (with rel=index)."
+                    ),
+                ),
+                (
+                    "resource_set",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="resource_list_pages",
+                        to="sources.resourceset",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['resource_set', 'after_key'],
-                'constraints': [models.UniqueConstraint(fields=('resource_set', 'number'), name='unique_rl_page'), models.UniqueConstraint(fields=('resource_set', 'after_key'), name='unique_rl_range')],
+                "ordering": ["resource_set", "after_key"],
+                "constraints": [
+                    models.UniqueConstraint(
+                        fields=("resource_set", "number"), name="unique_rl_page"
+                    ),
+                    models.UniqueConstraint(
+                        fields=("resource_set", "after_key"), name="unique_rl_range"
+                    ),
+                ],
             },
         ),
     ]

@@ -8,7 +8,6 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
@@ -17,136 +16,360 @@ class Migration(migrations.Migration):
 
     operations = [
         migrations.CreateModel(
-            name='DataProvider',
+            name="DataProvider",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(max_length=200)),
-                ('slug', models.SlugField(max_length=100, unique=True)),
-                ('contact', models.CharField(blank=True, help_text='E-mail or name to contact.', max_length=254)),
-                ('active', models.BooleanField(default=True)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("name", models.CharField(max_length=200)),
+                ("slug", models.SlugField(max_length=100, unique=True)),
+                (
+                    "contact",
+                    models.CharField(
+                        blank=True, help_text="E-mail or name to contact.", max_length=254
+                    ),
+                ),
+                ("active", models.BooleanField(default=True)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
             ],
             options={
-                'ordering': ['slug'],
+                "ordering": ["slug"],
             },
         ),
         migrations.CreateModel(
-            name='ResourceSet',
+            name="ResourceSet",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('slug', models.SlugField(max_length=100)),
-                ('name', models.CharField(max_length=200)),
-                ('description', models.TextField(blank=True)),
-                ('url_prefix', models.URLField(help_text='Prefix joined to abs_path and rel_path locations.', max_length=1000)),
-                ('resource_root_dir', models.CharField(blank=True, help_text='Absolute directory that abs_path locations must lie inside.', max_length=1000)),
-                ('protected', models.BooleanField(default=False, help_text='Documents need a token of this provider (or staff).')),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('changed_at', models.DateTimeField(blank=True, editable=False, help_text='When the set last accepted events.', null=True)),
-                ('accepts_changes_since', models.DateTimeField(blank=True, editable=False, help_text='Start of the open Change List: earlier event datetimes would fall into a closed, immutable list and are refused.', null=True)),
-                ('provider', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='resource_sets', to='sources.dataprovider')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("slug", models.SlugField(max_length=100)),
+                ("name", models.CharField(max_length=200)),
+                ("description", models.TextField(blank=True)),
+                (
+                    "url_prefix",
+                    models.URLField(
+                        help_text="Prefix joined to abs_path and rel_path locations.",
+                        max_length=1000,
+                    ),
+                ),
+                (
+                    "resource_root_dir",
+                    models.CharField(
+                        blank=True,
+                        help_text="Absolute directory that abs_path locations must lie inside.",
+                        max_length=1000,
+                    ),
+                ),
+                (
+                    "protected",
+                    models.BooleanField(
+                        default=False,
+                        help_text="Documents need a token of this provider (or staff).",
+                    ),
+                ),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                (
+                    "changed_at",
+                    models.DateTimeField(
+                        blank=True,
+                        editable=False,
+                        help_text="When the set last accepted events.",
+                        null=True,
+                    ),
+                ),
+                (
+                    "accepts_changes_since",
+                    models.DateTimeField(
+                        blank=True,
+                        editable=False,
+                        help_text="Start of the open Change List: earlier event datetimes would fall into a closed, immutable list and are refused.",
+                        null=True,
+                    ),
+                ),
+                (
+                    "provider",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="resource_sets",
+                        to="sources.dataprovider",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['provider__slug', 'slug'],
+                "ordering": ["provider__slug", "slug"],
             },
         ),
         migrations.CreateModel(
-            name='Resource',
+            name="Resource",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('location_type', models.CharField(choices=[('url', 'URL'), ('abs_path', 'Absolute path'), ('rel_path', 'Relative path')], max_length=10)),
-                ('location_value', models.TextField()),
-                ('uri', models.CharField(help_text='The resolved `<loc>`.', max_length=2048)),
-                ('length', models.BigIntegerField()),
-                ('md5', models.CharField(max_length=32)),
-                ('sha256', models.CharField(blank=True, max_length=64)),
-                ('mime', models.CharField(max_length=255)),
-                ('lastmod', models.DateTimeField()),
-                ('ln', models.JSONField(blank=True, default=list)),
-                ('timestamp', models.DateTimeField(help_text='When the portal last wrote this row.')),
-                ('resource_set', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='resources', to='sources.resourceset')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "location_type",
+                    models.CharField(
+                        choices=[
+                            ("url", "URL"),
+                            ("abs_path", "Absolute path"),
+                            ("rel_path", "Relative path"),
+                        ],
+                        max_length=10,
+                    ),
+                ),
+                ("location_value", models.TextField()),
+                ("uri", models.CharField(help_text="The resolved `<loc>`.", max_length=2048)),
+                ("length", models.BigIntegerField()),
+                ("md5", models.CharField(max_length=32)),
+                ("sha256", models.CharField(blank=True, max_length=64)),
+                ("mime", models.CharField(max_length=255)),
+                ("lastmod", models.DateTimeField()),
+                ("ln", models.JSONField(blank=True, default=list)),
+                (
+                    "timestamp",
+                    models.DateTimeField(help_text="When the portal last wrote this row."),
+                ),
+                (
+                    "resource_set",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="resources",
+                        to="sources.resourceset",
+                    ),
+                ),
             ],
         ),
         migrations.CreateModel(
-            name='Change',
+            name="Change",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('resource_key', models.BigIntegerField(blank=True, help_text='Id of the resource row the change touched (kept after a delete); empty for a delete of an unknown resource.', null=True)),
-                ('change', models.CharField(choices=[('created', 'Created'), ('updated', 'Updated'), ('deleted', 'Deleted')], max_length=10)),
-                ('location_type', models.CharField(choices=[('url', 'URL'), ('abs_path', 'Absolute path'), ('rel_path', 'Relative path')], max_length=10)),
-                ('location_value', models.TextField()),
-                ('uri', models.CharField(max_length=2048)),
-                ('length', models.BigIntegerField(blank=True, null=True)),
-                ('md5', models.CharField(blank=True, max_length=32)),
-                ('sha256', models.CharField(blank=True, max_length=64)),
-                ('mime', models.CharField(blank=True, max_length=255)),
-                ('lastmod', models.DateTimeField(blank=True, null=True)),
-                ('ln', models.JSONField(blank=True, default=list)),
-                ('datetime', models.DateTimeField(help_text='When the change happened.')),
-                ('timestamp', models.DateTimeField(help_text='When the portal received it.')),
-                ('event_id', models.CharField(blank=True, help_text="The client's event id.", max_length=200)),
-                ('indexed', models.BooleanField(default=False, help_text='Mirrored into Elasticsearch (resource and change).')),
-                ('resource_set', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='changes', to='sources.resourceset')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "resource_key",
+                    models.BigIntegerField(
+                        blank=True,
+                        help_text="Id of the resource row the change touched (kept after a delete); empty for a delete of an unknown resource.",
+                        null=True,
+                    ),
+                ),
+                (
+                    "change",
+                    models.CharField(
+                        choices=[
+                            ("created", "Created"),
+                            ("updated", "Updated"),
+                            ("deleted", "Deleted"),
+                        ],
+                        max_length=10,
+                    ),
+                ),
+                (
+                    "location_type",
+                    models.CharField(
+                        choices=[
+                            ("url", "URL"),
+                            ("abs_path", "Absolute path"),
+                            ("rel_path", "Relative path"),
+                        ],
+                        max_length=10,
+                    ),
+                ),
+                ("location_value", models.TextField()),
+                ("uri", models.CharField(max_length=2048)),
+                ("length", models.BigIntegerField(blank=True, null=True)),
+                ("md5", models.CharField(blank=True, max_length=32)),
+                ("sha256", models.CharField(blank=True, max_length=64)),
+                ("mime", models.CharField(blank=True, max_length=255)),
+                ("lastmod", models.DateTimeField(blank=True, null=True)),
+                ("ln", models.JSONField(blank=True, default=list)),
+                ("datetime", models.DateTimeField(help_text="When the change happened.")),
+                ("timestamp", models.DateTimeField(help_text="When the portal received it.")),
+                (
+                    "event_id",
+                    models.CharField(
+                        blank=True, help_text="The client's event id.", max_length=200
+                    ),
+                ),
+                (
+                    "indexed",
+                    models.BooleanField(
+                        default=False,
+                        help_text="Mirrored into Elasticsearch (resource and change).",
+                    ),
+                ),
+                (
+                    "resource_set",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="changes",
+                        to="sources.resourceset",
+                    ),
+                ),
             ],
         ),
         migrations.CreateModel(
-            name='CapabilitySettings',
+            name="CapabilitySettings",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('publish_resource_list', models.BooleanField(default=True)),
-                ('publish_change_list', models.BooleanField(default=True)),
-                ('publish_resource_dump', models.BooleanField(default=False)),
-                ('publish_change_dump', models.BooleanField(default=False)),
-                ('publish_notifications', models.BooleanField(default=False)),
-                ('entries_per_document', models.PositiveIntegerField(default=50000, validators=[django.core.validators.MinValueValidator(1), django.core.validators.MaxValueValidator(50000)])),
-                ('changelist_rotation', models.DurationField(default=datetime.timedelta(days=1), help_text='The open Change List closes after this period.')),
-                ('regenerate_after_changes', models.PositiveIntegerField(default=1000, help_text='Regenerate documents once this many changes are pending.')),
-                ('regenerate_after_seconds', models.PositiveIntegerField(default=1, help_text='...or once the oldest pending change is this old.')),
-                ('resource_set', models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, related_name='capability_settings', to='sources.resourceset')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("publish_resource_list", models.BooleanField(default=True)),
+                ("publish_change_list", models.BooleanField(default=True)),
+                ("publish_resource_dump", models.BooleanField(default=False)),
+                ("publish_change_dump", models.BooleanField(default=False)),
+                ("publish_notifications", models.BooleanField(default=False)),
+                (
+                    "entries_per_document",
+                    models.PositiveIntegerField(
+                        default=50000,
+                        validators=[
+                            django.core.validators.MinValueValidator(1),
+                            django.core.validators.MaxValueValidator(50000),
+                        ],
+                    ),
+                ),
+                (
+                    "changelist_rotation",
+                    models.DurationField(
+                        default=datetime.timedelta(days=1),
+                        help_text="The open Change List closes after this period.",
+                    ),
+                ),
+                (
+                    "regenerate_after_changes",
+                    models.PositiveIntegerField(
+                        default=1000,
+                        help_text="Regenerate documents once this many changes are pending.",
+                    ),
+                ),
+                (
+                    "regenerate_after_seconds",
+                    models.PositiveIntegerField(
+                        default=1, help_text="...or once the oldest pending change is this old."
+                    ),
+                ),
+                (
+                    "resource_set",
+                    models.OneToOneField(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="capability_settings",
+                        to="sources.resourceset",
+                    ),
+                ),
             ],
             options={
-                'verbose_name': 'capability settings',
-                'verbose_name_plural': 'capability settings',
+                "verbose_name": "capability settings",
+                "verbose_name_plural": "capability settings",
             },
         ),
         migrations.CreateModel(
-            name='ApiToken',
+            name="ApiToken",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(blank=True, max_length=100)),
-                ('key_hash', models.CharField(editable=False, max_length=64, unique=True)),
-                ('prefix', models.CharField(editable=False, help_text='First characters, to tell tokens apart.', max_length=8)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('last_used_at', models.DateTimeField(blank=True, editable=False, null=True)),
-                ('revoked', models.BooleanField(default=False)),
-                ('user', models.ForeignKey(blank=True, help_text="A staff user's token reaches every set.", null=True, on_delete=django.db.models.deletion.CASCADE, to=settings.AUTH_USER_MODEL)),
-                ('provider', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.CASCADE, related_name='tokens', to='sources.dataprovider')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("name", models.CharField(blank=True, max_length=100)),
+                ("key_hash", models.CharField(editable=False, max_length=64, unique=True)),
+                (
+                    "prefix",
+                    models.CharField(
+                        editable=False,
+                        help_text="First characters, to tell tokens apart.",
+                        max_length=8,
+                    ),
+                ),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("last_used_at", models.DateTimeField(blank=True, editable=False, null=True)),
+                ("revoked", models.BooleanField(default=False)),
+                (
+                    "user",
+                    models.ForeignKey(
+                        blank=True,
+                        help_text="A staff user's token reaches every set.",
+                        null=True,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "provider",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="tokens",
+                        to="sources.dataprovider",
+                    ),
+                ),
             ],
             options={
-                'constraints': [models.CheckConstraint(condition=models.Q(('provider__isnull', False), ('user__isnull', False), _connector='OR'), name='token_has_owner')],
+                "constraints": [
+                    models.CheckConstraint(
+                        condition=models.Q(
+                            ("provider__isnull", False), ("user__isnull", False), _connector="OR"
+                        ),
+                        name="token_has_owner",
+                    )
+                ],
             },
         ),
         migrations.AddConstraint(
-            model_name='resourceset',
-            constraint=models.UniqueConstraint(fields=('provider', 'slug'), name='unique_set_slug_per_provider'),
+            model_name="resourceset",
+            constraint=models.UniqueConstraint(
+                fields=("provider", "slug"), name="unique_set_slug_per_provider"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='resource',
-            constraint=models.UniqueConstraint(fields=('resource_set', 'uri'), name='unique_resource_uri'),
+            model_name="resource",
+            constraint=models.UniqueConstraint(
+                fields=("resource_set", "uri"), name="unique_resource_uri"
+            ),
         ),
         migrations.AddIndex(
-            model_name='change',
-            index=models.Index(fields=['resource_set', 'datetime', 'id'], name='change_window'),
+            model_name="change",
+            index=models.Index(fields=["resource_set", "datetime", "id"], name="change_window"),
         ),
         migrations.AddIndex(
-            model_name='change',
-            index=models.Index(condition=models.Q(('indexed', False)), fields=['indexed', 'id'], name='change_unindexed'),
+            model_name="change",
+            index=models.Index(
+                condition=models.Q(("indexed", False)),
+                fields=["indexed", "id"],
+                name="change_unindexed",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='change',
-            constraint=models.UniqueConstraint(condition=models.Q(('event_id', ''), _negated=True), fields=('resource_set', 'event_id'), name='unique_event_id_per_set'),
+            model_name="change",
+            constraint=models.UniqueConstraint(
+                condition=models.Q(("event_id", ""), _negated=True),
+                fields=("resource_set", "event_id"),
+                name="unique_event_id_per_set",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='capabilitysettings',
-            constraint=models.CheckConstraint(condition=models.Q(('entries_per_document__gte', 1), ('entries_per_document__lte', 50000)), name='entries_per_document_in_range'),
+            model_name="capabilitysettings",
+            constraint=models.CheckConstraint(
+                condition=models.Q(
+                    ("entries_per_document__gte", 1), ("entries_per_document__lte", 50000)
+                ),
+                name="entries_per_document_in_range",
+            ),
         ),
     ]

@@ -12,7 +12,6 @@ from sources.documents import changes_index, resources_index
 from sources.indexing import client, reconcile
 from sources.models import Change, Resource
 
-from ..elasticsearch import use_elasticsearch  # noqa: F401
 from ..support import created, event, ingest, make_set
 
 pytestmark = pytest.mark.django_db
@@ -80,3 +79,43 @@ def test_elasticsearch_outage_loses_nothing(use_elasticsearch, capsys):
         index=resources_index._name, id=Resource.objects.get(uri__endswith="r/0000065").pk
     )
     assert updated["_source"]["md5"] == event("updated", "r/0000065", version=2).md5
+
+
+def test_events_posted_through_the_api_reach_elasticsearch(
+    use_elasticsearch, client, django_capture_on_commit_callbacks
+):
+    import json
+
+    from tests.factories import ApiTokenFactory
+
+    resource_set = make_set()
+    token = ApiTokenFactory(provider=resource_set.provider)
+    body = "\n".join(
+        json.dumps(
+            {
+                "change": "created",
+                "location": {"type": "rel_path", "value": f"api/{n}.txt"},
+                "length": n,
+                "md5": "9e107d9d372bb6826bd81d3542a419d6",
+                "mime": "text/plain",
+                "lastmod": "2024-05-01T10:00:00Z",
+            }
+        )
+        for n in range(4)
+    )
+    with django_capture_on_commit_callbacks(execute=True):
+        response = client.post(
+            "/api/v1/sets/acme/articles/events",
+            data=body,
+            content_type="application/x-ndjson",
+            headers={"Authorization": f"Token {token.plain_key}"},
+        )
+    assert response.status_code == 200 and response.json()["created"] == 4
+    assert es_count(resources_index) == 4 and es_count(changes_index) == 4
+    hit = client_search_uri("http://data.example.org/acme/articles/api/2.txt")
+    assert hit["length"] == 2 and hit["location"] == {"type": "rel_path", "value": "api/2.txt"}
+
+
+def client_search_uri(uri: str) -> dict:
+    response = client().search(index=resources_index._name, query={"term": {"uri": uri}})
+    return response["hits"]["hits"][0]["_source"]

@@ -16,7 +16,7 @@ from sources.indexing import index_pending_changes
 from sources.models import ResourceSet
 from sources.services import ingest_events
 
-from ..elasticsearch import GENERATOR, use_elasticsearch  # noqa: F401
+from ..support import ELASTICSEARCH_GENERATOR as GENERATOR
 from ..support import event, make_set
 
 pytestmark = pytest.mark.django_db
