@@ -5,6 +5,7 @@ and eager Celery. Production sets DATABASE_URL, ELASTICSEARCH_URL,
 CELERY_BROKER_URL, SECRET_KEY, ALLOWED_HOSTS and PUBLIC_BASE_URL.
 """
 
+import json
 import os
 from datetime import timedelta
 from pathlib import Path
@@ -115,18 +116,22 @@ MEDIA_ROOT = Path(os.environ.get("MEDIA_ROOT", DATA_DIR / "media"))
 
 # ResourceSync documents are written through Django's storage API, so an
 # S3-compatible backend can replace local files on multi-node deployments.
+LOCAL_STORAGE = "django.core.files.storage.FileSystemStorage"
 STORAGES = {
-    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "default": {"BACKEND": LOCAL_STORAGE},
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"}
     if not DEBUG
     else {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
     "resourcesync": {
-        "BACKEND": os.environ.get(
-            "RESOURCESYNC_STORAGE_BACKEND", "django.core.files.storage.FileSystemStorage"
+        "BACKEND": os.environ.get("RESOURCESYNC_STORAGE_BACKEND", LOCAL_STORAGE),
+        # e.g. {"bucket_name": "docs", "endpoint_url": "https://s3.example.org"} for
+        # storages.backends.s3.S3Storage (credentials from AWS_* variables).
+        "OPTIONS": json.loads(os.environ.get("RESOURCESYNC_STORAGE_OPTIONS", "{}"))
+        or (
+            {"location": str(DATA_DIR / "documents")}
+            if "RESOURCESYNC_STORAGE_BACKEND" not in os.environ
+            else {}
         ),
-        "OPTIONS": {"location": str(DATA_DIR / "documents")}
-        if "RESOURCESYNC_STORAGE_BACKEND" not in os.environ
-        else {},
     },
 }
 

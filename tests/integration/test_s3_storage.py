@@ -1,0 +1,89 @@
+"""Documents in S3-compatible storage, as deployments with several web nodes keep them.
+
+A real S3 API (moto's server) answers on loopback; django-storages talks to it.
+"""
+
+from __future__ import annotations
+
+import gzip
+
+import boto3
+import pytest
+from moto.server import ThreadedMotoServer
+
+from sitemaps.models import ResourceListPage
+from sitemaps.regeneration import regenerate
+
+from ..support import NS, assert_valid, created, event, ingest, make_set
+
+pytestmark = pytest.mark.django_db
+BUCKET = "resourcesync-documents"
+
+
+@pytest.fixture(scope="module")
+def s3_endpoint():
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    yield f"http://{host}:{port}"
+    server.stop()
+
+
+@pytest.fixture
+def s3_storage(settings, s3_endpoint, monkeypatch):
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "test")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "test")
+    client = boto3.client("s3", endpoint_url=s3_endpoint, region_name="us-east-1")
+    client.create_bucket(Bucket=BUCKET)
+    settings.STORAGES = {
+        **settings.STORAGES,
+        "resourcesync": {
+            "BACKEND": "storages.backends.s3.S3Storage",
+            "OPTIONS": {
+                "bucket_name": BUCKET,
+                "endpoint_url": s3_endpoint,
+                "region_name": "us-east-1",
+                "file_overwrite": True,
+            },
+        },
+    }
+    yield client
+    for item in client.list_objects_v2(Bucket=BUCKET).get("Contents", []):
+        client.delete_object(Bucket=BUCKET, Key=item["Key"])
+    client.delete_bucket(Bucket=BUCKET)
+
+
+def keys(client) -> set[str]:
+    return {item["Key"] for item in client.list_objects_v2(Bucket=BUCKET).get("Contents", [])}
+
+
+def test_documents_are_written_to_and_served_from_s3(s3_storage, client):
+    resource_set = make_set(entries_per_document=3)
+    created(resource_set, 7)
+    stored = keys(s3_storage)
+    pages = ResourceListPage.objects.order_by("after_key")
+    assert {page.storage_name for page in pages} <= stored
+    assert {page.storage_name + ".gz" for page in pages} <= stored
+
+    response = client.get("/resourcesync/acme/articles/resourcelist-2.xml")
+    body = b"".join(response.streaming_content)
+    assert response.status_code == 200
+    root = assert_valid(body)
+    assert len(root.findall("sm:url", NS)) == 3
+    zipped = client.get(
+        "/resourcesync/acme/articles/resourcelist-2.xml", headers={"accept-encoding": "gzip"}
+    )
+    assert gzip.decompress(b"".join(zipped.streaming_content)) == body
+    head = client.head("/resourcesync/acme/articles/resourcelist-2.xml")
+    assert head["Content-Length"] == str(len(body))
+
+
+def test_a_superseded_version_is_removed_from_s3(s3_storage):
+    resource_set = make_set(entries_per_document=3)
+    created(resource_set, 4)
+    first = ResourceListPage.objects.get(number=1).storage_name
+    ingest(resource_set, [event("updated", "r/0000001", version=2)])
+    regenerate(resource_set)
+    current = ResourceListPage.objects.get(number=1).storage_name
+    assert current != first
+    assert current in keys(s3_storage) and first not in keys(s3_storage)
