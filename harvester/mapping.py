@@ -89,9 +89,10 @@ def member_name(path: str) -> str:
 
 def refuse_symlinks(destination: Path, target: Path) -> None:
     """Fail if any existing component below `destination` on the way to `target` is a link."""
-    current = destination
+    # Plain strings, not Path objects: this runs several times per resource downloaded.
+    current = os.fspath(destination)
     for part in target.relative_to(destination).parts:
-        current = current / part
+        current = os.path.join(current, part)
         try:
             mode = os.lstat(current).st_mode
         except (FileNotFoundError, NotADirectoryError):
@@ -103,6 +104,11 @@ def refuse_symlinks(destination: Path, target: Path) -> None:
 def make_parents(destination: Path, target: Path) -> None:
     """Create the folders above `target`, refusing links and files in the way."""
     refuse_symlinks(destination, target)
+    try:
+        if stat.S_ISDIR(os.lstat(target.parent).st_mode):
+            return  # the usual case: no links on the way, and the folder is there
+    except (FileNotFoundError, NotADirectoryError):
+        pass  # the loop below creates what is missing or names what is in the way
     current = destination
     for part in target.relative_to(destination).parts[:-1]:
         current = current / part

@@ -13,6 +13,9 @@ from harvester.state import ResourceRecord, SyncState, save_state
 
 #: Save the state at least this often (seconds) during a long run, so a crash loses little.
 CHECKPOINT_SECONDS = 30.0
+#: ...but spend at most about this share of the run saving it: a save takes time
+#: in proportion to the resources known, and holds up the downloads meanwhile.
+CHECKPOINT_SHARE = 0.1
 
 
 @dataclass(slots=True)
@@ -26,6 +29,7 @@ class HarvestSession:
     progress: Progress = field(default_factory=NoProgress)
     dry_run: bool = False
     _last_checkpoint: float = field(default_factory=time.monotonic)
+    _checkpoint_interval: float = CHECKPOINT_SECONDS
 
     @property
     def destination(self) -> Path:
@@ -50,6 +54,8 @@ class HarvestSession:
         if self.dry_run:
             return
         now = time.monotonic()
-        if force or now - self._last_checkpoint >= CHECKPOINT_SECONDS:
+        if force or now - self._last_checkpoint >= self._checkpoint_interval:
             save_state(self.destination, self.state)
-            self._last_checkpoint = now
+            self._last_checkpoint = time.monotonic()
+            took = self._last_checkpoint - now
+            self._checkpoint_interval = max(CHECKPOINT_SECONDS, took / CHECKPOINT_SHARE)

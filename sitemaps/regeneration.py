@@ -127,7 +127,10 @@ def touched_pages(pages: list[ResourceListPage], changes) -> set[int]:
 def regenerate(resource_set: ResourceSet, *, full: bool = False) -> RegenerationReport | None:
     """Bring the set's documents up to date; None if another run holds the set."""
     started = time.monotonic()
-    now = timezone.now()
+    with transaction.atomic():
+        # Under the set's lock: an ingest still in its transaction commits
+        # first, so `at` never claims changes this run cannot see.
+        now = resource_set_lock(resource_set=resource_set)
     state = _acquire(resource_set, now)
     if state is None:
         return None
@@ -228,18 +231,23 @@ class _Run:
     def write_resource_pages(
         self, pages: list[ResourceListPage], dirty: list[int], *, multi: bool | None = None
     ) -> list[ResourceListPage]:
-        """Rewrite pages at the given positions; full pages spill into new ones."""
-        queue = list(dirty)
-        done = 0
-        while queue:
-            position = queue.pop(0)
-            page = pages[position]
-            is_tail = position == len(pages) - 1
-            in_index = multi if multi is not None else len(pages) > 1
+        """Rewrite pages at the given positions; full pages spill into new ones.
+
+        Building a page is CPU-bound Python, so with several to write, forked
+        workers (one per CPU) build and store them while this loop records
+        each in order; a page that spills over or empties is built again here.
+        Not inside a transaction: the workers' connections could not see its rows.
+        """
+        import multiprocessing
+        import os
+
+        from django.db import connection, connections
+
+        def build(page: ResourceListPage, in_index: bool):
             records = self.generator.iter_resources(
                 self.resource_set, after=page.after_key, through=page.through_key
             )
-            result = build_resource_list(
+            return build_resource_list(
                 records,
                 at=self.at,
                 capability_list_url=self.capability_list_url,
@@ -247,45 +255,97 @@ class _Run:
                 max_entries=self.capabilities.entries_per_document,
                 max_bytes=self.max_bytes,
             )
-            if result.has_more and result.last_record is not None:
-                # Close this page at its last key; the rest goes to a new page after it.
-                split = ResourceListPage.objects.create(
-                    resource_set=self.resource_set,
-                    number=self.next_number(pages),
-                    after_key=result.last_record.key,
-                    through_key=page.through_key,
-                )
-                page.through_key = result.last_record.key
-                pages.insert(position + 1, split)
-                queue = [p + 1 if p > position else p for p in queue]
-                queue.insert(0, position + 1)
-            elif result.entries == 0 and not is_tail and len(pages) > 1:
-                # An emptied page gives its key range to the next page and goes.
-                following = pages[position + 1]
-                delete_document(page.storage_name)
-                page.delete()
-                following.after_key = page.after_key
-                following.save(update_fields=["after_key"])
-                del pages[position]
-                queue = [p - 1 if p > position else p for p in queue]
-                continue
-            self.store_page(page, result.content, result.entries, in_index)
+
+        def save(page: ResourceListPage, result) -> tuple[str, str, int, int]:
+            name, etag = save_document(
+                self.directory, f"resourcelist-{page.number}.xml", result.content
+            )
+            return name, etag, result.entries, len(result.content)
+
+        def work(positions: list[int], in_index: bool, channel) -> None:
+            """In a worker: send (number, stored page or None to build it again) per page."""
+            try:
+                for page in (pages[position] for position in positions):
+                    result = build(page, in_index)
+                    keeps_range = result.entries and not result.has_more
+                    channel.send((page.number, save(page, result) if keeps_range else None))
+            except BaseException as error:
+                channel.send((None, error))
+            finally:
+                connections.close_all()
+
+        queue = list(dirty)
+        built_in_index = multi if multi is not None else len(pages) > 1
+        built_elsewhere = {}
+        workers = []
+        count = min(len(queue), os.cpu_count() or 1)
+        if count > 1 and not connection.in_atomic_block:
+            context = multiprocessing.get_context("fork")
+            connections.close_all()  # each worker opens its own
+            for share in (queue[start::count] for start in range(count)):
+                reader, writer = context.Pipe(duplex=False)
+                workers.append(context.Process(target=work, args=(share, built_in_index, writer)))
+                workers[-1].daemon = True
+                workers[-1].start()
+                writer.close()  # a worker that dies now makes recv() raise EOFError
+                built_elsewhere.update((pages[position].number, reader) for position in share)
+        done = 0
+        while queue:
+            position = queue.pop(0)
+            page = pages[position]
+            is_tail = position == len(pages) - 1
+            in_index = multi if multi is not None else len(pages) > 1
+            stored = None
+            if page.number in built_elsewhere:
+                number, stored = built_elsewhere.pop(page.number).recv()
+                if number != page.number:
+                    raise RuntimeError(f"page {page.number} could not be built") from stored
+                in_index = built_in_index
+            if stored is None:
+                result = build(page, in_index)
+                if result.has_more and result.last_record is not None:
+                    # Close this page at its last key; the rest goes to a new page after it.
+                    split = ResourceListPage.objects.create(
+                        resource_set=self.resource_set,
+                        number=self.next_number(pages),
+                        after_key=result.last_record.key,
+                        through_key=page.through_key,
+                    )
+                    page.through_key = result.last_record.key
+                    pages.insert(position + 1, split)
+                    queue = [p + 1 if p > position else p for p in queue]
+                    queue.insert(0, position + 1)
+                elif result.entries == 0 and not is_tail and len(pages) > 1:
+                    # An emptied page gives its key range to the next page and goes.
+                    following = pages[position + 1]
+                    delete_document(page.storage_name)
+                    page.delete()
+                    following.after_key = page.after_key
+                    following.save(update_fields=["after_key"])
+                    del pages[position]
+                    queue = [p - 1 if p > position else p for p in queue]
+                    continue
+                stored = save(page, result)
+            self.store_page(page, stored, in_index)
             self.report.resource_pages_written.append(page.number)
             done += 1
             self.progress(done, done + len(queue))
+        for worker in workers:
+            worker.join()
         return pages
 
     def next_number(self, pages: list[ResourceListPage]) -> int:
         return max(page.number for page in pages) + 1
 
     def store_page(
-        self, page: ResourceListPage, content: bytes, entries: int, in_index: bool
+        self, page: ResourceListPage, stored: tuple[str, str, int, int], in_index: bool
     ) -> None:
-        name, etag = save_document(self.directory, f"resourcelist-{page.number}.xml", content)
+        """Point the page at its saved document: (storage name, etag, entries, size)."""
+        name, etag, entries, size = stored
         if page.storage_name and page.storage_name != name:
             delete_document(page.storage_name)
         page.storage_name, page.etag = name, etag
-        page.entries, page.size, page.in_index = entries, len(content), in_index
+        page.entries, page.size, page.in_index = entries, size, in_index
         page.at, page.completed, page.generated_at = self.at, timezone.now(), timezone.now()
         page.save()
 

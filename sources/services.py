@@ -13,6 +13,7 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import F
 from django.utils import timezone
 
 from .bulk import BulkWriter
@@ -73,11 +74,11 @@ after_ingest_hooks: list[Callable[[int], None]] = []
 def resource_set_lock(*, resource_set: ResourceSet) -> datetime:
     """Serialise writers of one set and return the time taken under the lock.
 
-    Ingestion and change-list rotation both take it, so a change can never
-    land in a list that was closed meanwhile.
+    Ingestion, change-list rotation and regeneration's snapshot time take it,
+    so a change can never land in a list that was closed meanwhile.
     """
-    now = timezone.now()
-    ResourceSet.objects.filter(pk=resource_set.pk).update(changed_at=now)
+    # The no-op UPDATE takes SQLite's write lock; PostgreSQL locks the row.
+    ResourceSet.objects.filter(pk=resource_set.pk).update(slug=F("slug"))
     locked = (
         ResourceSet.objects.select_for_update()
         .only("accepts_changes_since")
@@ -104,6 +105,7 @@ def ingest_events(
     seen_ids: set[str] = set()
     with transaction.atomic():
         result.received_at = resource_set_lock(resource_set=resource_set)
+        ResourceSet.objects.filter(pk=resource_set.pk).update(changed_at=result.received_at)
         batch: list[Event] = []
         for index, item in enumerate(events):
             if isinstance(item, EventError):
