@@ -57,12 +57,33 @@ def _not_answering(var: str, url: str, error: Exception) -> None:
 
 
 NEEDS_FILE_DB = pytest.StashKey[bool]()
+_service_outcomes: dict[str, dict[str, int]] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Count what the service-backed tests did, for the summary below."""
+    if report.when != "call" and not (report.when == "setup" and report.outcome != "passed"):
+        return
+    for marker in ("elasticsearch", "redis"):
+        if marker in report.keywords:
+            counts = _service_outcomes.setdefault(marker, {})
+            counts[report.outcome] = counts.get(report.outcome, 0) + 1
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    """Show that the tests against the real services ran, and how they ended."""
+    for marker, counts in sorted(_service_outcomes.items()):
+        outcomes = ", ".join(f"{count} {outcome}" for outcome, count in sorted(counts.items()))
+        terminalreporter.write_line(f"tests against the real {marker} service: {outcomes}")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         names = getattr(item, "fixturenames", ())
-        if "elasticsearch_url" in names:
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        if {"elasticsearch_url", "use_elasticsearch"} & set(names) or (
+            params.get("backend") == "elasticsearch"
+        ):
             item.add_marker(pytest.mark.elasticsearch)
         if "redis_url" in names:
             item.add_marker(pytest.mark.redis)
