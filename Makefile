@@ -5,6 +5,7 @@
 #   make run     the portal with demo data on http://127.0.0.1:8000/ (SQLite,
 #                eager Celery: no other service needed)
 #   make lint    ruff check and ruff format --check
+#   make bench   the benchmarks at full size (bench/README.md); bench-smoke: small, for CI
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 
@@ -18,10 +19,10 @@ export ES_PORT REDIS_PORT
 PYTEST_ARGS ?=
 RUN_URL := http://127.0.0.1:8000
 
-.PHONY: help venv install test run lint services-start services-stop services-status
+.PHONY: help venv install test run lint bench bench-smoke services-start services-stop services-status
 
 help:
-	@echo "make install | test [PYTEST_ARGS=...] | run | lint | services-start | services-stop | services-status"
+	@echo "make install | test [PYTEST_ARGS=...] | run | lint | bench | bench-smoke | services-start | services-stop | services-status"
 
 venv install: $(STAMP)
 
@@ -52,6 +53,17 @@ run: install
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+
+# Their own Elasticsearch and Redis ports, so a test suite can run beside them.
+BENCH_PORTS = --es-port $(BENCH_ES_PORT) --redis-port $(BENCH_REDIS_PORT)
+BENCH_ES_PORT ?= 9260
+BENCH_REDIS_PORT ?= 6399
+
+bench: install
+	$(BIN)/python bench/run.py $(BENCH_PORTS)
+
+bench-smoke: install
+	$(BIN)/python bench/run.py --smoke $(BENCH_PORTS)
 
 services-start:
 	scripts/services.sh start

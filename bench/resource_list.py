@@ -11,12 +11,19 @@ written with the ingestion service's batch writer. Then, per generator:
 - initial: the first regeneration, which finds the page boundaries as it goes;
 - full: `regenerate(full=True)` over the existing pages, `--repeat` times;
 - update: one `updated` event through `ingest_events`, then `regenerate()`,
-  which must rewrite exactly the page holding it and the index.
+  which must rewrite exactly the page holding it and the index;
+- delete, then create: the same for one `deleted` event (a page in the first
+  half) and one `created` event (a new key, so the tail page: when N is a
+  multiple of 50,000 the tail is full and the new entry starts a page).
 
 Every run is checked before a figure is kept: the index lists every page, the
-pages hold each resource exactly once and in key order (the updated one with
-its new hash), sizes, ETags and gzip twins match. Any failed check raises, so
-the script exits non-zero instead of reporting numbers from a broken run.
+pages hold each resource exactly once and in key order (updated ones with
+their new hash, deleted ones gone), sizes, ETags and gzip twins match. Any
+failed check raises, so the script exits non-zero instead of reporting
+numbers from a broken run. Loading and checking run in forked processes, so
+their memory never counts in the figures; memory is the peak proportional set
+size of this process and its page workers together (shared pages once),
+sampled every 0.1 s, beside the largest resident size of any one of them.
 
 With `--elasticsearch` the data is mirrored by `sources.indexing` into indices
 named after `--index-prefix` (dropped first, and after the run unless --keep),
@@ -30,16 +37,20 @@ from __future__ import annotations
 import argparse
 import gzip
 import hashlib
+import io
 import json
 import math
+import multiprocessing
 import os
 import resource
 import shutil
 import statistics
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -51,8 +62,11 @@ RESULTS = REPO / "bench" / "results"
 ENTRIES_PER_DOCUMENT = 50_000
 LOAD_CHUNK = 10_000
 COMMIT_EVERY = 100_000
+SAMPLE_SECONDS = 0.1
 DATABASE = "sources.generators.database.DatabaseGenerator"
 ELASTICSEARCH = "sources.generators.elasticsearch.ElasticsearchGenerator"
+SM = "{http://www.sitemaps.org/schemas/sitemap/0.9}"
+RS = "{http://www.openarchives.org/rs/terms/}"
 
 # Data shaped like a harvested set: distinct hashes, sizes and times (a quarter
 # with microseconds), a few MIME types, a describedby link on every resource,
@@ -65,7 +79,7 @@ class BenchFailure(AssertionError):
     """A run whose documents are wrong: no figure from it may be reported."""
 
 
-def check(condition: bool, message: str) -> None:
+def check(condition: object, message: str) -> None:
     if not condition:
         raise BenchFailure(message)
 
@@ -86,6 +100,8 @@ def make_event(n: int, change: str = "created", version: int = 1):
     from sources.events import Event, LinkData
 
     uri = resource_uri(n)
+    if change == "deleted":
+        return Event(change=change, location_type="url", location_value=uri, uri=uri)
     micro = (n * 7919) % 1_000_000 if n % 4 == 0 else 0
     lastmod = FIRST_LASTMOD + timedelta(seconds=n * 37 + version * 86_400, microseconds=micro)
     link = LinkData(
@@ -103,6 +119,25 @@ def make_event(n: int, change: str = "created", version: int = 1):
         lastmod=lastmod,
         links=(link,),
     )
+
+
+@dataclass
+class Expected:
+    """What the documents must hold: resources 0 to count - 1 but the deleted ones.
+
+    Resource n has key n + 1; `versions` holds those updated since the load.
+    """
+
+    count: int
+    versions: dict[int, int] = field(default_factory=dict)
+    deleted: set[int] = field(default_factory=set)
+
+    @property
+    def present(self) -> int:
+        return self.count - len(self.deleted)
+
+    def numbers(self) -> Iterator[int]:
+        return (n for n in range(self.count) if n not in self.deleted)
 
 
 def make_set(change_lists: bool):
@@ -160,8 +195,8 @@ def load(resource_set, size: int) -> None:
                 changes.insert(change_rows)
 
 
-def ingest_update(resource_set, n: int, version: int) -> None:
-    """One `updated` event through the real service, with the after-commit hooks detached.
+def ingest(resource_set, event) -> None:
+    """One event through the real service, with the after-commit hooks detached.
 
     The hooks would index and regenerate at once (eager Celery); the bench
     runs those steps itself so it can time them and read the report.
@@ -171,12 +206,10 @@ def ingest_update(resource_set, n: int, version: int) -> None:
     hooks = services.after_ingest_hooks[:]
     services.after_ingest_hooks.clear()
     try:
-        result = services.ingest_events(
-            resource_set=resource_set, events=[make_event(n, "updated", version)]
-        )
+        result = services.ingest_events(resource_set=resource_set, events=[event])
     finally:
         services.after_ingest_hooks[:] = hooks
-    check(result.updated == 1, f"the update was not applied: {result.counts()}")
+    check(getattr(result, event.change) == 1, f"the event was not applied: {result.counts()}")
 
 
 # Measuring
@@ -191,10 +224,63 @@ def reset_peak_rss() -> bool:
     return True
 
 
-def peak_rss_mib() -> dict[str, float]:
-    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-    return {"process": round(own, 1), "largest_child": round(children, 1)}
+def process_tree(pid: int) -> list[int]:
+    """`pid` and its live descendants."""
+    found, queue = [], [pid]
+    while queue:
+        current = queue.pop()
+        found.append(current)
+        for children in Path(f"/proc/{current}/task").glob("*/children"):
+            try:
+                queue += [int(child) for child in children.read_text().split()]
+            except OSError:
+                continue  # it just exited
+    return found
+
+
+def memory_kib(pid: int) -> tuple[int, int]:
+    """(Rss, Pss) of one process, 0 if it is gone."""
+    try:
+        lines = Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines()
+    except OSError:
+        return 0, 0
+    values = dict(line.split()[:2] for line in lines if line.startswith(("Rss:", "Pss:")))
+    return int(values.get("Rss:", 0)), int(values.get("Pss:", 0))
+
+
+class MemorySampler(threading.Thread):
+    """Peak memory of this process and its workers, sampled every SAMPLE_SECONDS.
+
+    A forked worker's resident size counts the pages it still shares with
+    this process; summing proportional set sizes counts each page once.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(daemon=True)
+        self.peak_total_pss = self.peak_rss = 0
+        self.stopping = threading.Event()
+
+    def sample(self) -> None:
+        sizes = [memory_kib(pid) for pid in process_tree(os.getpid())]
+        self.peak_rss = max(self.peak_rss, *(rss for rss, _ in sizes))
+        self.peak_total_pss = max(self.peak_total_pss, sum(pss for _, pss in sizes))
+
+    def run(self) -> None:
+        while not self.stopping.wait(SAMPLE_SECONDS):
+            self.sample()
+
+    def stop(self) -> dict[str, float]:
+        self.stopping.set()
+        self.join()
+        self.sample()
+        return {
+            "total_pss": round(self.peak_total_pss / 1024, 1),
+            "largest_rss": round(self.peak_rss / 1024, 1),
+        }
+
+
+def rss_mib() -> float:
+    return round(memory_kib(os.getpid())[0] / 1024, 1)
 
 
 def cpu_seconds() -> float:
@@ -209,16 +295,67 @@ def load_average() -> list[float]:
 
 @contextmanager
 def measured(figures: dict[str, Any]) -> Iterator[None]:
-    """Wall and CPU time (this process and its children), peak RSS and load around a block."""
+    """Wall and CPU time (this process and its workers), peak memory and load around a block."""
     peak_reset = reset_peak_rss()
+    figures["rss_at_start_mib"] = rss_mib()
     figures["load_before"] = load_average()
+    sampler = MemorySampler()
+    sampler.start()
     cpu, started = cpu_seconds(), time.perf_counter()
-    yield
-    figures["seconds"] = round(time.perf_counter() - started, 3)
-    figures["cpu_seconds"] = round(cpu_seconds() - cpu, 3)
-    figures["peak_rss_mib"] = peak_rss_mib()
-    figures["peak_rss_is_phase_peak"] = peak_reset
-    figures["load_after"] = load_average()
+    try:
+        yield
+    finally:
+        figures["seconds"] = round(time.perf_counter() - started, 3)
+        figures["cpu_seconds"] = round(cpu_seconds() - cpu, 3)
+        figures["peak_memory_mib"] = sampler.stop()
+        own_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        figures["peak_memory_mib"]["process_rss"] = round(own_peak, 1)
+        figures["peak_rss_is_phase_peak"] = peak_reset
+        figures["load_after"] = load_average()
+
+
+def in_children(function: Callable[..., Any], calls: list[tuple[Any, ...]]) -> list[Any]:
+    """`function(*args)` for each args in `calls`, at once, each in a forked process.
+
+    Their memory never counts in this process's figures; an exception in one
+    is raised here.
+    """
+    from django.db import connections
+
+    connections.close_all()  # each child opens its own
+    context = multiprocessing.get_context("fork")
+    started = []
+    for args in calls:
+        reader, writer = context.Pipe(duplex=False)
+
+        def target(args: tuple[Any, ...] = args, writer: Any = writer) -> None:
+            try:
+                writer.send((True, function(*args)))
+            except BaseException as error:
+                writer.send((False, error))
+            finally:
+                connections.close_all()
+
+        process = context.Process(target=target)
+        process.start()
+        writer.close()
+        started.append((process, reader))
+    outcomes = []
+    for process, reader in started:
+        try:
+            outcomes.append(reader.recv())
+        except EOFError:
+            outcomes.append((False, BenchFailure(f"{function.__name__} died in its process")))
+        process.join()
+    for succeeded, value in outcomes:
+        if not succeeded:
+            raise value
+    return [value for _, value in outcomes]
+
+
+def in_child(function: Callable[..., Any], *args: Any) -> Any:
+    """`function(*args)` in a forked process: its memory never counts here."""
+    return in_children(function, [args])[0]
 
 
 # Checking
@@ -241,53 +378,53 @@ def check_stored(name: str, etag: str, size: int) -> bytes:
     return content
 
 
-def check_documents(resource_set, size: int, updated: dict[int, int]) -> dict[str, int]:
-    """Every document of the Resource List, against the data; `updated` maps n to version."""
+def check_documents(resource_set, expected: Expected, compact: bool) -> dict[str, int]:
+    """Every document of the Resource List against the data.
+
+    `compact`: pages as a first run lays them out, all full but the last.
+    """
     from lxml import etree
 
     from sitemaps import links
     from sitemaps.models import IndexDocument, ResourceListPage
 
-    sm = "{http://www.sitemaps.org/schemas/sitemap/0.9}"
-    rs = "{http://www.openarchives.org/rs/terms/}"
     pages = list(ResourceListPage.objects.filter(resource_set=resource_set).order_by("after_key"))
-    expected_pages = max(1, math.ceil(size / ENTRIES_PER_DOCUMENT))
-    check(len(pages) == expected_pages, f"{len(pages)} pages, expected {expected_pages}")
+    if compact:
+        wanted_pages = max(1, math.ceil(expected.present / ENTRIES_PER_DOCUMENT))
+        check(len(pages) == wanted_pages, f"{len(pages)} pages, expected {wanted_pages}")
 
     index = IndexDocument.objects.get(resource_set=resource_set, kind="resourcelist")
     root = etree.fromstring(check_stored(index.storage_name, index.etag, index.size))
-    if expected_pages > 1:
-        check(root.tag == f"{sm}sitemapindex", f"the index is a {root.tag}")
-        listed = [loc.text for loc in root.iter(f"{sm}loc")]
+    if len(pages) > 1:
+        check(root.tag == f"{SM}sitemapindex", f"the index is a {root.tag}")
+        listed = [loc.text for loc in root.iter(f"{SM}loc")]
         wanted = [links.resource_list_page_url(resource_set, page.number) for page in pages]
         check(listed == wanted, "the index does not list exactly the pages, in key order")
 
-    n = 0
+    numbers = expected.numbers()
+    entries = 0
     for page in pages:
         content = check_stored(page.storage_name, page.etag, page.size)
         on_page = 0
-        for _, element in etree.iterparse(_stream(content), tag=f"{sm}url"):
-            loc = element.findtext(f"{sm}loc")
-            check(n < size, f"page {page.number} holds more than {size} entries in all")
+        for _, element in etree.iterparse(io.BytesIO(content), tag=f"{SM}url"):
+            loc = element.findtext(f"{SM}loc")
+            n = next(numbers, None)
+            check(n is not None, f"page {page.number} holds more than {expected.present} in all")
             check(loc == resource_uri(n), f"page {page.number}: {loc!r} where {n} was expected")
-            if n in updated:
-                md = element.find(f"{rs}md")
-                expected = f"md5:{resource_md5(n, updated[n])}"
-                check(md.get("hash") == expected, f"{loc}: hash {md.get('hash')}, not {expected}")
+            hash_value = element.find(f"{RS}md").get("hash")
+            wanted_hash = f"md5:{resource_md5(n, expected.versions.get(n, 1))}"
+            check(hash_value == wanted_hash, f"{loc}: hash {hash_value}, not {wanted_hash}")
             element.clear()
-            n += 1
             on_page += 1
-        check(on_page == page.entries, f"page {page.number}: {on_page} entries, {page.entries} recorded")
-        if page is not pages[-1]:
+        check(
+            on_page == page.entries, f"page {page.number}: {on_page} entries, {page.entries} kept"
+        )
+        check(on_page <= ENTRIES_PER_DOCUMENT, f"page {page.number} holds {on_page} entries")
+        if compact and page is not pages[-1]:
             check(on_page == ENTRIES_PER_DOCUMENT, f"page {page.number} holds {on_page} entries")
-    check(n == size, f"{n} entries in all, expected {size}")
-    return {"entries": n, "pages": len(pages), "bytes": sum(page.size for page in pages)}
-
-
-def _stream(content: bytes):
-    import io
-
-    return io.BytesIO(content)
+        entries += on_page
+    check(next(numbers, None) is None, f"{entries} entries in all, expected {expected.present}")
+    return {"entries": entries, "pages": len(pages), "bytes": sum(page.size for page in pages)}
 
 
 def page_holding(resource_set, key: int) -> int:
@@ -322,90 +459,146 @@ def forget_resource_list(resource_set) -> None:
     RegenerationState.objects.filter(resource_set=resource_set).delete()
 
 
-def timed_regeneration(resource_set, size: int, updated: dict[int, int], *, full: bool) -> dict:
+def timed_regeneration(resource_set, expected: Expected) -> dict[str, Any]:
     from sitemaps.regeneration import regenerate
 
     figures: dict[str, Any] = {}
     with measured(figures):
-        report = regenerate(resource_set, full=full)
+        report = regenerate(resource_set, full=True)
     check(report is not None, "another regeneration held the set")
     figures["report_seconds"] = round(report.seconds, 3)
     figures["pages_written"] = len(report.resource_pages_written)
     figures["indexes_written"] = report.indexes_written
-    figures.update(check_documents(resource_set, size, updated))
-    figures["entries_per_second"] = round(size / figures["seconds"])
+    figures.update(in_child(check_documents, resource_set, expected, True))
+    figures["entries_per_second"] = round(expected.present / figures["seconds"])
     return figures
 
 
-def run_generator(name: str, resource_set, args, updated: dict[int, int], version: int) -> dict:
-    """The initial, full and update runs from one generator."""
+def run_generator(name: str, resource_set, args, expected: Expected, serial: int) -> dict:
+    """The initial, full, update, delete and create runs from one generator."""
     results: dict[str, Any] = {}
-    size = args.size
     forget_resource_list(resource_set)
-    results["initial"] = timed_regeneration(resource_set, size, updated, full=True)
+    results["initial"] = timed_regeneration(resource_set, expected)
     say(f"{name}: initial", results["initial"])
     runs = []
     for _ in range(args.repeat):
-        runs.append(timed_regeneration(resource_set, size, updated, full=True))
+        runs.append(timed_regeneration(resource_set, expected))
         say(f"{name}: full", runs[-1])
         check(runs[-1]["pages_written"] == results["initial"]["pages"], "a page was not rewritten")
     results["full"] = {
         "runs": runs,
         "median_seconds": statistics.median(run["seconds"] for run in runs),
-        "median_entries_per_second": round(statistics.median(run["entries_per_second"] for run in runs)),
-        "max_peak_rss_mib": max(run["peak_rss_mib"]["process"] for run in runs),
+        "median_entries_per_second": round(
+            statistics.median(run["entries_per_second"] for run in runs)
+        ),
+        # The larger of the two views, so never an underestimate (see the docstring).
+        "max_peak_rss_mib": max(
+            max(run["peak_memory_mib"]["total_pss"], run["peak_memory_mib"]["largest_rss"])
+            for run in runs
+        ),
     }
-    results["update"] = timed_update(name, resource_set, args, updated, version)
+    # Different resources per generator; `serial` keeps them apart.
+    changes = [
+        ("update", "updated", args.size // 2 + serial),
+        ("delete", "deleted", args.size // 4 + serial),
+        ("create", "created", expected.count),
+    ]
+    for phase, change, n in changes:
+        results[phase] = timed_change(name, resource_set, args, expected, change, n)
     return results
 
 
-def timed_update(name: str, resource_set, args, updated: dict[int, int], version: int) -> dict:
+def timed_change(name: str, resource_set, args, expected: Expected, change: str, n: int) -> dict:
+    """One event, then a regeneration that must rewrite the page holding it and the index."""
     from sitemaps.regeneration import regenerate
     from sources.indexing import index_pending_changes
+    from sources.models import Resource
 
-    n = args.size // 2 + version  # a key in the middle, a different one per generator
-    figures: dict[str, Any] = {"key": n + 1, "page": page_holding(resource_set, n + 1)}
+    key = n + 1
+    figures: dict[str, Any] = {"key": key, "page": page_holding(resource_set, key)}
+    version = expected.versions.get(n, 1) + 1 if change == "updated" else 1
     started = time.perf_counter()
-    ingest_update(resource_set, n, version)
+    ingest(resource_set, make_event(n, change, version))
     if name == "elasticsearch":
         index_pending_changes(resource_set.pk)
     figures["ingest_seconds"] = round(time.perf_counter() - started, 3)
-    updated[n] = version
+    if change == "updated":
+        expected.versions[n] = version
+    elif change == "deleted":
+        expected.deleted.add(n)
+    else:
+        check(n == expected.count, f"created {n} after {expected.count} resources")
+        stored = Resource.objects.get(resource_set=resource_set, uri=resource_uri(n)).pk
+        check(stored == key, f"the new resource has key {stored}, not {key}")
+        expected.count += 1
     with measured(figures):
         report = regenerate(resource_set)
     check(report is not None, "another regeneration held the set")
-    check(
-        report.resource_pages_written == [figures["page"]],
-        f"pages {report.resource_pages_written} rewritten, expected [{figures['page']}]",
-    )
+    written = report.resource_pages_written
+    check(figures["page"] in written, f"pages {written} rewritten, not page {figures['page']}")
+    if change == "updated":
+        check(written == [figures["page"]], f"pages {written} rewritten, not [{figures['page']}]")
     check("resourcelist.xml" in report.indexes_written, "the Resource List Index was not rewritten")
     if not args.change_lists:
         check(report.indexes_written == ["resourcelist.xml"], f"rewrote {report.indexes_written}")
     figures["report_seconds"] = round(report.seconds, 3)
-    figures["pages_written"] = report.resource_pages_written
+    figures["pages_written"] = written
     figures["indexes_written"] = report.indexes_written
-    figures.update(check_documents(resource_set, args.size, updated))
-    say(f"{name}: update", figures)
+    figures.update(in_child(check_documents, resource_set, expected, False))
+    say(f"{name}: {change}", figures)
     return figures
 
 
-def mirror(resource_set, args) -> dict:
-    """Drop and refill this bench's indices through `sources.indexing`."""
+def mirror(resource_set, expected: Expected) -> dict[str, Any]:
+    """Drop and refill this bench's indices through `sources.indexing`.
+
+    `index_pending_changes` takes its changes in batches, one after the other;
+    here each CPU takes a share of them, in the same batches, to the same
+    `index_changes`. A last `index_pending_changes` must then find none.
+    """
     from sources.generators import get_generator
-    from sources.indexing import client, ensure_indices, index_pending_changes
+    from sources.indexing import ensure_indices, index_pending_changes
+    from sources.models import Change
 
     drop_indices()
     ensure_indices()
+    pending = list(
+        Change.objects.filter(resource_set=resource_set, indexed=False)
+        .order_by("pk")
+        .values_list("pk", flat=True)
+    )
+    workers = os.cpu_count() or 1
+    share = math.ceil(len(pending) / workers)
     figures: dict[str, Any] = {}
     with measured(figures):
-        figures["changes_indexed"] = index_pending_changes(resource_set.pk)
+        calls = [(pending[start : start + share],) for start in range(0, len(pending), share)]
+        figures["changes_indexed"] = sum(in_children(index_share, calls))
+    check(not index_pending_changes(resource_set.pk), "changes were left unindexed")
+    check(figures["changes_indexed"] == len(pending), f"indexed {figures['changes_indexed']}")
     use_generator(ELASTICSEARCH)
     count = get_generator().count_resources(resource_set)
-    check(count == args.size, f"Elasticsearch holds {count} resources, expected {args.size}")
-    figures["documents_per_second"] = round(2 * args.size / figures["seconds"])
-    figures["node"] = client().info(filter_path=["version.number"])["version"]["number"]
+    check(count == expected.present, f"Elasticsearch holds {count}, not {expected.present}")
+    figures["changes_per_second"] = round(figures["changes_indexed"] / figures["seconds"])
     say("elasticsearch: indexing", figures)
     return figures
+
+
+def index_share(keys: list[int]) -> int:
+    """Index these changes as `index_pending_changes` does: its batches, its `index_changes`."""
+    from django.conf import settings
+    from elasticsearch.dsl.connections import connections
+
+    from sources.indexing import BATCH_SIZE, index_changes
+    from sources.models import Change
+
+    # A client of its own: the one inherited from the parent shares its sockets.
+    connections.configure()
+    connections.configure(**settings.ELASTICSEARCH_DSL)
+    done = 0
+    for start in range(0, len(keys), BATCH_SIZE):
+        batch = Change.objects.filter(pk__in=keys[start : start + BATCH_SIZE])
+        done += index_changes(list(batch.select_related("resource_set__provider").order_by("pk")))
+    return done
 
 
 def drop_indices() -> None:
@@ -429,8 +622,9 @@ def configure(work: Path, args: argparse.Namespace) -> None:
     os.environ["DATA_DIR"] = str(work)
     os.environ["DATABASE_URL"] = f"sqlite:///{work / 'db.sqlite3'}"
     os.environ.setdefault("LOG_LEVEL", "WARNING")
-    for name in ("CELERY_BROKER_URL", "RESOURCESYNC_STORAGE_BACKEND", "RESOURCESYNC_MAX_DOCUMENT_BYTES"):
+    for name in ("CELERY_BROKER_URL", "RESOURCESYNC_STORAGE_BACKEND"):
         os.environ.pop(name, None)
+    os.environ.pop("RESOURCESYNC_MAX_DOCUMENT_BYTES", None)
     if args.elasticsearch:
         os.environ["ELASTICSEARCH_URL"] = args.elasticsearch
         os.environ["ELASTICSEARCH_INDEX_PREFIX"] = args.index_prefix
@@ -453,8 +647,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--output", type=Path, help="results JSON (bench/results/...)")
     parser.add_argument("--keep", action="store_true", help="keep the work folder and indices")
     args = parser.parse_args(argv)
-    if args.size < 1 or args.repeat < 1:
-        parser.error("--size and --repeat must be positive")
+    if args.size < 10 or args.repeat < 1:
+        parser.error("--size must be at least 10 and --repeat at least 1")
     return args
 
 
@@ -495,45 +689,51 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     }
     figures: dict[str, Any] = {}
     with measured(figures):
-        load(resource_set, args.size)
+        in_child(load, resource_set, args.size)
     results["load"] = figures
     say("load", figures)
-    updated: dict[int, int] = {}
+    expected = Expected(args.size)
     use_generator(DATABASE)
-    results["database"] = run_generator("database", resource_set, args, updated, version=2)
+    results["database"] = run_generator("database", resource_set, args, expected, serial=0)
     if args.elasticsearch:
-        results["elasticsearch_indexing"] = mirror(resource_set, args)
+        results["elasticsearch_indexing"] = mirror(resource_set, expected)
         results["elasticsearch"] = run_generator(
-            "elasticsearch", resource_set, args, updated, version=3
+            "elasticsearch", resource_set, args, expected, serial=1
         )
     results["finished"] = datetime.now(UTC).isoformat(timespec="seconds")
     return results
 
 
 def summary(results: dict[str, Any]) -> Iterator[str]:
-    size = results["size"]
-    yield f"Resource List of {size:,} resources, {ENTRIES_PER_DOCUMENT:,} per page:"
+    yield f"Resource List of {results['size']:,} resources, {ENTRIES_PER_DOCUMENT:,} per page:"
     for name in ("database", "elasticsearch"):
         if name not in results:
             continue
         runs = results[name]
-        initial, full, update = runs["initial"], runs["full"], runs["update"]
-        each = ", ".join(f"{run['seconds']:.2f}" for run in full["runs"])
+        initial, full = runs["initial"], runs["full"]
+        memory, rate = initial["peak_memory_mib"], initial["entries_per_second"]
         yield (
-            f"  {name:<13} initial {initial['seconds']:6.2f} s "
-            f"({initial['entries_per_second']:,}/s, peak RSS {initial['peak_rss_mib']['process']:.0f} MiB, "
-            f"load {initial['load_before'][0]:.2f})"
+            f"  {name:<13} initial {initial['seconds']:6.2f} s ({rate:,}/s,"
+            f" {initial['cpu_seconds']:.1f} CPU-s, peak {memory['total_pss']:.0f} MiB PSS,"
+            f" load {initial['load_before'][0]:.2f})"
+        )
+        each = ", ".join(
+            f"{run['seconds']:.2f} ({run['cpu_seconds']:.1f} CPU-s,"
+            f" load {run['load_before'][0]:.1f})"
+            for run in full["runs"]
         )
         yield (
-            f"  {name:<13} full    {full['median_seconds']:6.2f} s median of {len(full['runs'])} "
-            f"({full['median_entries_per_second']:,}/s, peak RSS {full['max_peak_rss_mib']:.0f} MiB, "
-            f"runs {each})"
+            f"  {name:<13} full    {full['median_seconds']:6.2f} s median of {len(full['runs'])}"
+            f" ({full['median_entries_per_second']:,}/s, peak {full['max_peak_rss_mib']:.0f} MiB):"
+            f" {each}"
         )
-        yield (
-            f"  {name:<13} update  {update['seconds']:6.2f} s "
-            f"(page {update['page']} + {', '.join(update['indexes_written'])}; "
-            f"ingest {update['ingest_seconds']:.2f} s)"
-        )
+        for phase in ("update", "delete", "create"):
+            change = runs[phase]
+            yield (
+                f"  {name:<13} {phase:<7} {change['seconds']:6.2f} s (pages"
+                f" {change['pages_written']} + {', '.join(change['indexes_written'])};"
+                f" ingest {change['ingest_seconds']:.2f} s)"
+            )
 
 
 if __name__ == "__main__":

@@ -79,6 +79,39 @@ class PageBuilder:
         self.entries += 1
         return True
 
+    def fill(
+        self, records: Iterable[RecordT], render: Callable[[RecordT], bytes]
+    ) -> DocumentPage[RecordT]:
+        """Render and `add()` records until they run out or a limit is reached, then close.
+
+        The loop keeps its counters in locals: it runs once per entry of
+        million-entry lists.
+        """
+        parts, entries, size = self._parts, self.entries, self.size
+        max_entries, max_bytes = self.max_entries, self.max_bytes
+        last: RecordT | None = None
+        has_more = False
+        for record in records:
+            if entries >= max_entries:
+                has_more = True
+                break
+            entry = render(record)
+            if size + len(entry) > max_bytes:
+                if not entries:
+                    raise DocumentTooLarge(
+                        f"one entry of {len(entry)} bytes cannot fit in a {max_bytes}-byte page"
+                    )
+                has_more = True
+                break
+            parts.append(entry)
+            size += len(entry)
+            entries += 1
+            last = record
+        self.entries, self.size = entries, size
+        return DocumentPage(
+            content=self.close(), entries=entries, last_record=last, has_more=has_more
+        )
+
     def close(self) -> bytes:
         """The finished document; `size` is its exact length."""
         self._parts.append(self._footer)
@@ -104,25 +137,7 @@ def fill_page(
     page: PageBuilder, records: Iterable[RecordT], render: Callable[[RecordT], bytes]
 ) -> DocumentPage[RecordT]:
     """Render records into `page` until they run out or a limit is reached."""
-    last: RecordT | None = None
-    has_more = False
-    add = page.add
-    for record in records:
-        if page.entries >= page.max_entries:
-            has_more = True
-            break
-        entry = render(record)
-        if not add(entry):
-            if not page.entries:
-                raise DocumentTooLarge(
-                    f"one entry of {len(entry)} bytes cannot fit in a {page.max_bytes}-byte page"
-                )
-            has_more = True
-            break
-        last = record
-    return DocumentPage(
-        content=page.close(), entries=page.entries, last_record=last, has_more=has_more
-    )
+    return page.fill(records, render)
 
 
 def _single_page(header: bytes, footer: bytes, entries: Iterable[bytes], what: str) -> bytes:
@@ -155,14 +170,16 @@ def link_attributes(link: Link) -> Attributes:
 
 def resource_entry(record: ResourceRecord, *, path: str = "") -> bytes:
     """A Resource List entry (or, with `path`, a Resource Dump Manifest entry)."""
-    md = {
-        "hash": hash_value(record.md5, record.sha256),
-        "length": str(record.length),
-        "type": record.mime,
-        "path": path,
-    }
-    links = [link_attributes(link) for link in record.links] if record.links else ()
-    return _URLSET.entry(record.uri, w3c_datetime(record.lastmod), md, links)
+    md5, sha256 = record.md5, record.sha256
+    return _URLSET.resource_entry(
+        record.uri,
+        w3c_datetime(record.lastmod),
+        hash=f"md5:{md5}" if md5 and not sha256 else hash_value(md5, sha256),
+        length=f"{record.length}",
+        type=record.mime,
+        path=path,
+        links=record.links,  # Link is a (rel, href, mime) triple
+    )
 
 
 def change_entry(record: ChangeRecord, *, path: str = "") -> bytes:

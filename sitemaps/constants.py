@@ -74,7 +74,8 @@ def w3c_datetime(value: datetime) -> str:
             _DATE_PREFIXES.clear()
         _DATE_PREFIXES[day] = prefix
     two = _TWO_DIGITS
-    text = f"{prefix}{two[value.hour]}:{two[value.minute]}:{two[value.second]}"
+    clock = f"{prefix}{two[value.hour]}:{two[value.minute]}:{two[value.second]}"
     if value.microsecond:
-        text += f".{value.microsecond:06d}".rstrip("0")
-    return text + "Z"
+        # 1_000_000 + µs gives the six digits with their leading zeros, without a format spec.
+        return f"{clock}.{str(1_000_000 + value.microsecond)[1:].rstrip('0')}Z"
+    return f"{clock}Z"

@@ -240,6 +240,7 @@ class _Run:
         """
         import multiprocessing
         import os
+        from multiprocessing.connection import Connection
 
         from django.db import connection, connections
 
@@ -270,16 +271,22 @@ class _Run:
                     keeps_range = result.entries and not result.has_more
                     channel.send((page.number, save(page, result) if keeps_range else None))
             except BaseException as error:
-                channel.send((None, error))
+                try:
+                    channel.send((None, error))
+                except Exception:  # one that pickle cannot carry
+                    channel.send((None, RuntimeError(repr(error))))
             finally:
                 connections.close_all()
 
         queue = list(dirty)
         built_in_index = multi if multi is not None else len(pages) > 1
-        built_elsewhere = {}
+        built_elsewhere: dict[int, Connection] = {}  # page number -> its worker's pipe
         workers = []
         count = min(len(queue), os.cpu_count() or 1)
-        if count > 1 and not connection.in_atomic_block:
+        # Celery's prefork workers are daemonic and may not fork; a mirror's
+        # client keeps pooled sockets a forked child must not share.
+        can_fork = not multiprocessing.current_process().daemon and not self.generator.reads_mirror
+        if count > 1 and can_fork and not connection.in_atomic_block:
             context = multiprocessing.get_context("fork")
             connections.close_all()  # each worker opens its own
             for share in (queue[start::count] for start in range(count)):
@@ -297,7 +304,10 @@ class _Run:
             in_index = multi if multi is not None else len(pages) > 1
             stored = None
             if page.number in built_elsewhere:
-                number, stored = built_elsewhere.pop(page.number).recv()
+                try:
+                    number, stored = built_elsewhere.pop(page.number).recv()
+                except EOFError:  # its worker died
+                    number, stored = None, None
                 if number != page.number:
                     raise RuntimeError(f"page {page.number} could not be built") from stored
                 in_index = built_in_index

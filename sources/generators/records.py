@@ -20,7 +20,9 @@ def as_datetime(value: datetime | str | None) -> datetime | None:
 
 
 def links_from(ln: Sequence[Mapping[str, Any]] | None) -> tuple[Link, ...]:
-    return tuple(Link(item["rel"], item["uri"], item.get("mime") or "") for item in ln or ())
+    if not ln:
+        return ()
+    return tuple([Link(item["rel"], item["uri"], item.get("mime") or "") for item in ln])
 
 
 def resource_record(source: Mapping[str, Any]) -> ResourceRecord:

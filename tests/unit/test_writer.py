@@ -184,6 +184,94 @@ def test_hostile_values_round_trip_through_a_parser(seed: int) -> None:
         assert locs == [entry.loc for entry in entries]
 
 
+# The Resource List fast path: `resource_entry()` must give `entry()`'s bytes, so lxml's.
+
+RESOURCE_MD = ("hash", "length", "type", "path")
+
+
+def resource_entry_document(
+    loc: str, lastmod: str, md: dict[str, str], links: list[tuple[str, str, str]]
+) -> tuple[bytes, bytes]:
+    """The document holding one entry written by the fast path, and lxml's for the same entry."""
+    root_md = {"capability": "resourcelist"}
+    writer = DocumentWriter("urlset")
+    written = (
+        writer.start(root_md)
+        + writer.resource_entry(loc, lastmod, **md, links=links)
+        + writer.end()
+    )
+    link_attributes = [{"rel": rel, "href": href, "type": kind} for rel, href, kind in links]
+    expected = lxml_document("urlset", root_md, entries=[Entry(loc, lastmod, md, link_attributes)])
+    return written, expected
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_hostile_resource_entries_match_lxml(seed: int) -> None:
+    rng = random.Random(seed)
+    for _ in range(50):
+        loc = rng.choice(["http://example.com/res1", hostile_value(rng)])
+        lastmod = rng.choice(["2013-01-02T13:00:00Z", "", hostile_value(rng)])
+        md = {name: rng.choice(["", "md5:1584abdf", hostile_value(rng)]) for name in RESOURCE_MD}
+        links = [
+            (
+                rng.choice(["describedby", hostile_value(rng)]),
+                rng.choice(["http://example.com/res1.xml", hostile_value(rng)]),
+                rng.choice(["", "application/xml", hostile_value(rng)]),
+            )
+            for _ in range(rng.randint(0, 3))
+        ]
+
+        written, expected = resource_entry_document(loc, lastmod, md, links)
+
+        assert written == expected
+
+
+@pytest.mark.parametrize("value", HOSTILE_PIECES)
+def test_each_hostile_piece_matches_lxml_in_every_resource_entry_position(value: str) -> None:
+    md = dict.fromkeys(RESOURCE_MD, value)
+
+    written, expected = resource_entry_document(value, value, md, [(value, value, value)])
+
+    assert written == expected
+
+
+def test_plain_resource_entry_is_the_same_as_entry() -> None:
+    writer = DocumentWriter("urlset")
+    md = {"hash": "md5:1584abdf8ebdc9802ac0c6a7402c03b6", "length": "8876", "type": "text/html"}
+    link = ("describedby", "http://example.com/res1.xml", "application/xml")
+
+    fast = writer.resource_entry(
+        "http://example.com/res1", "2013-01-02T13:00:00Z", **md, links=[link]
+    )
+
+    assert fast == writer.entry(
+        "http://example.com/res1",
+        "2013-01-02T13:00:00Z",
+        md,
+        [{"rel": link[0], "href": link[1], "type": link[2]}],
+    )
+    assert fast == (
+        b"<url><loc>http://example.com/res1</loc><lastmod>2013-01-02T13:00:00Z</lastmod>"
+        b'<rs:md hash="md5:1584abdf8ebdc9802ac0c6a7402c03b6" length="8876" type="text/html"/>'
+        b'<rs:ln rel="describedby" href="http://example.com/res1.xml" type="application/xml"/>'
+        b"</url>"
+    )
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda w: w.resource_entry("", "2013-01-02T13:00:00Z"),
+        lambda w: w.resource_entry("http://a.b/", "2013-01-02T13:00:00Z", links=[("", "h", "")]),
+        lambda w: w.resource_entry("http://a.b/", "2013-01-02T13:00:00Z", links=[("up", "", "")]),
+    ],
+    ids=["empty loc", "link without rel", "link without href"],
+)
+def test_malformed_resource_entries_are_refused(call) -> None:
+    with pytest.raises(ValueError):
+        call(DocumentWriter("urlset"))
+
+
 INJECTIONS = ['"><evil/>', "</loc><evil/><loc>", "'/><evil a='", "<!--", "<?pi?>", "]]><evil/>"]
 
 
@@ -223,14 +311,34 @@ def test_injected_markup_cannot_create_elements(attack: str) -> None:
 
 @pytest.mark.parametrize("character", FORBIDDEN)
 @pytest.mark.parametrize(
-    "place", ["loc", "lastmod", "md", "link", "root md", "root link", "escape_text"]
+    "place",
+    [
+        "loc",
+        "lastmod",
+        "md",
+        "link",
+        "root md",
+        "root link",
+        "escape_text",
+        "resource entry loc",
+        "resource entry md",
+        "resource entry link",
+    ],
 )
 def test_forbidden_characters_are_rejected(character: str, place: str) -> None:
     bad = f"http://example.com/{character}x"
     writer = DocumentWriter("urlset")
 
     with pytest.raises(ValueError):
-        if place == "loc":
+        if place == "resource entry loc":
+            writer.resource_entry(bad, "2013-01-02T13:00:00Z", length="1")
+        elif place == "resource entry md":
+            writer.resource_entry("http://example.com/", "2013-01-02T13:00:00Z", type=bad)
+        elif place == "resource entry link":
+            writer.resource_entry(
+                "http://example.com/", "2013-01-02T13:00:00Z", links=[("alternate", bad, "")]
+            )
+        elif place == "loc":
             writer.entry(bad)
         elif place == "lastmod":
             writer.entry("http://example.com/", bad)

@@ -1,0 +1,378 @@
+"""Run every benchmark beside its baseline and collect one results file: `make bench`.
+
+    .venv/bin/python bench/run.py [--smoke] [--only NAME ...]
+        [--es-port 9260] [--redis-port 6399] [--keep-services]
+
+Elasticsearch and Redis are started with scripts/elasticsearch.sh and
+scripts/redis.sh on their own ports (and Elasticsearch in its own
+ES_HOME_DIR), so a test suite running at the same time keeps its own; the
+ones this run started are stopped at the end. nginx and wrk come from Debian
+(apt-get) if missing. Each benchmark is its own process, given `--size` for
+the mode; its output goes to the console and to bench/work/run-<date>/.
+
+A full run writes bench/results/<date>.json and appends the table (figure,
+goal, measured, baseline, ratio, met or missed) to bench/README.md. A smoke
+run (`--smoke`, small sizes, a few minutes: CI runs it so the scripts never
+rot) writes bench/work/results/smoke-<date>.json only, so it never dirties the
+clone. The exit status is non-zero if any benchmark failed; a missed goal is
+not a failure, the table says MISSED.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import REPO, RESULTS, WORK, machine, need_command, row
+
+README = REPO / "bench" / "README.md"
+SCRIPTS = REPO / "scripts"
+FULL_SIZE = 1_000_000
+
+
+@dataclass
+class Benchmark:
+    name: str
+    script: str
+    full: list[str]
+    smoke: list[str]
+    services: bool = False  # takes --elasticsearch and --redis
+    elasticsearch_only: bool = False  # takes --elasticsearch
+    seconds: float = 0.0
+    exit_code: int | None = None
+    problem: str = ""  # why its figures cannot be reported; empty when it ran well
+    results: dict[str, Any] = field(default_factory=dict)
+
+
+def benchmarks() -> list[Benchmark]:
+    """In the order they run; each baseline beside (or inside) its figure."""
+    return [
+        Benchmark(
+            "resync_baseline", "resync_baseline.py", ["--size", "1000000"], ["--size", "10000"]
+        ),
+        Benchmark(
+            "resource_list", "resource_list.py",
+            ["--size", "1000000", "--repeat", "3"], ["--size", "10000", "--repeat", "1"],
+            elasticsearch_only=True,
+        ),
+        Benchmark(
+            "ingest", "ingest.py", ["--size", "200000"], ["--size", "5000", "--batch", "1000"],
+            services=True,
+        ),
+        Benchmark(
+            "freshness", "freshness.py", ["--size", "75000", "--samples", "10"],
+            ["--size", "5000", "--samples", "3"], services=True,
+        ),
+        Benchmark(
+            "serve", "serve.py", ["--size", "50000", "--duration", "10", "--rounds", "3"],
+            ["--size", "10000", "--duration", "2", "--rounds", "1"], services=True,
+        ),
+        Benchmark(
+            "harvest", "harvest.py", ["--size", "100000", "--resync-size", "10000"],
+            ["--size", "2000", "--resync-size", "500"],
+        ),
+    ]  # fmt: skip
+
+
+# Services
+
+
+class Services:
+    """Elasticsearch and Redis through scripts/*.sh; stops only what it started."""
+
+    def __init__(self, es_port: int, redis_port: int, keep: bool) -> None:
+        home = os.environ.get("BENCH_ES_HOME_DIR", str(REPO / ".cache" / "elasticsearch-bench"))
+        self.env = {
+            **os.environ,
+            "ES_PORT": str(es_port),
+            "ES_HOME_DIR": home,
+            "ES_JAVA_OPTS": os.environ.get("BENCH_ES_JAVA_OPTS", "-Xms1g -Xmx1g"),
+            "REDIS_PORT": str(redis_port),
+        }
+        self.elasticsearch = f"http://127.0.0.1:{es_port}"
+        self.redis = f"redis://127.0.0.1:{redis_port}/1"
+        self.keep = keep
+        self.started: list[str] = []
+
+    def __enter__(self) -> Services:
+        for name in ("elasticsearch", "redis"):
+            script = str(SCRIPTS / f"{name}.sh")
+            status = subprocess.run(
+                [script, "status"], env=self.env, capture_output=True, check=False
+            )
+            if status.returncode != 0:
+                subprocess.run([script, "start"], env=self.env, check=True)
+                self.started.append(name)
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self.keep:
+            return
+        for name in reversed(self.started):
+            subprocess.run([str(SCRIPTS / f"{name}.sh"), "stop"], env=self.env, check=False)
+
+
+# Running
+
+
+def run_one(benchmark: Benchmark, args: argparse.Namespace, services: Services, logs: Path) -> None:
+    output = logs / f"{benchmark.name}.json"
+    command = [sys.executable, str(REPO / "bench" / benchmark.script)]
+    command += benchmark.smoke if args.smoke else benchmark.full
+    command += ["--output", str(output)]
+    if benchmark.services:
+        command += ["--elasticsearch", services.elasticsearch, "--redis", services.redis]
+    if benchmark.elasticsearch_only:
+        command += ["--elasticsearch", services.elasticsearch]
+    print(f"\n=== {benchmark.name}: {' '.join(command[1:])}", flush=True)
+    started = time.perf_counter()
+    with (logs / f"{benchmark.name}.log").open("w") as log:
+        process = subprocess.Popen(
+            command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
+        for line in process.stdout:
+            sys.stdout.write(line)
+            log.write(line)
+        benchmark.exit_code = process.wait()
+    benchmark.seconds = round(time.perf_counter() - started, 1)
+    if benchmark.exit_code != 0:
+        benchmark.problem = f"exit status {benchmark.exit_code}"
+    elif not output.exists():
+        benchmark.problem = "exited 0 without writing its results"
+    else:
+        benchmark.results = json.loads(output.read_text())
+    print(f"=== {benchmark.name}: exit {benchmark.exit_code} in {benchmark.seconds} s", flush=True)
+
+
+# The table: rows from the scripts that write them, adapters for the others
+
+
+def resource_list_rows(results: dict[str, Any], baseline: dict[str, Any]) -> list[dict[str, Any]]:
+    """Items 1 and 2 from bench/resource_list.py's JSON, beside resync's write."""
+    rows = []
+    size = results["size"]
+    goals = {"elasticsearch": 20, "database": 8}  # seconds for 1,000,000
+    for name, goal_seconds in goals.items():
+        if name not in results:
+            rows.append(row("1", f"Full Resource List, {name}", "", "not measured", met=False))
+            continue
+        full = results[name]["full"]
+        goal_rate = FULL_SIZE / goal_seconds
+        rate = full["median_entries_per_second"]
+        resync = f"resync {baseline['write_seconds']:.2f} s" if baseline else "not measured"
+        ratio = full["median_seconds"] / baseline["write_seconds"] if baseline else None
+        rows.append(
+            row(
+                "1",
+                f"Full Resource List from {name}, {size:,} entries",
+                f"≤ {goal_seconds} s for 1,000,000 (≥ {goal_rate:,.0f} entries/s)",
+                f"{full['median_seconds']:.2f} s ({rate:,} entries/s)",
+                baseline=resync,
+                ratio=ratio,
+                met=rate >= goal_rate,
+            )
+        )
+        peak = full["max_peak_rss_mib"]
+        rows.append(
+            row(
+                "1",
+                f"Peak memory, full Resource List from {name}",
+                "flat (≤ 512 MiB)",
+                f"{peak:,.0f} MiB",
+                baseline=f"resync {baseline['peak_rss_mib']:,.0f} MiB" if baseline else "",
+                ratio=peak / baseline["peak_rss_mib"] if baseline else None,
+                met=peak <= 512,
+            )
+        )
+        for change in ("update", "create", "delete"):
+            if change not in results[name]:
+                continue
+            figures = results[name][change]
+            pages = figures["pages_written"]
+            indexes = figures["indexes_written"]
+            rows.append(
+                row(
+                    "2",
+                    f"Incremental {change}, {name}: documents rewritten",
+                    "1 page + the index",
+                    f"pages {pages} + {', '.join(indexes)}",
+                    met=len(pages) == 1 and "resourcelist.xml" in indexes,
+                )
+            )
+            rows.append(
+                row(
+                    "2",
+                    f"Incremental {change}, {name}: time",
+                    "≤ 2 s",
+                    f"{figures['seconds']:.2f} s",
+                    baseline=f"full {full['median_seconds']:.2f} s",
+                    ratio=figures["seconds"] / full["median_seconds"],
+                    met=figures["seconds"] <= 2,
+                )
+            )
+    return rows
+
+
+def harvest_rows(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """Item 6 from bench/harvest.py's JSON."""
+    ours, same, resync = results["ours"], results["ours_subset"], results["resync"]
+    against = f"resync-sync {resync['resources_per_second']:,.0f}/s ({results['resync_size']:,})"
+    return [
+        row(
+            "6",
+            f"Harvester baseline, {results['size']:,} resources",
+            "≥ 500 resources/s",
+            f"{ours['resources_per_second']:,.0f} resources/s ({ours['seconds']:.1f} s)",
+            baseline=against,
+            ratio=results["ratio"],
+            met=ours["resources_per_second"] >= 500,
+        ),
+        row(
+            "6",
+            f"Harvester baseline, same {results['resync_size']:,} resources as resync",
+            "≥ 500 resources/s",
+            f"{same['resources_per_second']:,.0f} resources/s ({same['seconds']:.1f} s)",
+            baseline=against,
+            ratio=results["ratio_same_size"],
+            met=same["resources_per_second"] >= 500,
+        ),
+    ]
+
+
+def table_rows(runs: dict[str, Benchmark]) -> list[dict[str, Any]]:
+    rows = []
+    baseline = runs.get("resync_baseline")
+    baseline_results = baseline.results if baseline else {}
+    for benchmark in runs.values():
+        if benchmark.problem:
+            rows.append(row("", benchmark.name, "", f"FAILED ({benchmark.problem})", met=False))
+            continue
+        try:
+            if benchmark.name == "resource_list":
+                rows += resource_list_rows(benchmark.results, baseline_results)
+            elif benchmark.name == "harvest":
+                rows += harvest_rows(benchmark.results)
+            else:
+                rows += benchmark.results["rows"]
+        except (KeyError, TypeError, ZeroDivisionError) as error:
+            # The script's JSON changed shape: say so instead of guessing.
+            benchmark.problem = f"unreadable results: {error!r}"
+            rows.append(row("", benchmark.name, "", f"unreadable results ({error!r})", met=False))
+    return rows
+
+
+def markdown(rows: list[dict[str, Any]]) -> str:
+    lines = [
+        "| Item | Figure | Goal | Measured | Baseline | Ratio | Met |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for line in rows:
+        verdict = {True: "met", False: "**MISSED**", None: "—"}[line["met"]]
+        ratio = "" if line["ratio"] is None else f"{line['ratio']:g}x"
+        cells = [line["item"], line["figure"], line["goal"], line["measured"], line["baseline"],
+                 ratio, verdict]  # fmt: skip
+        lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |")
+    return "\n".join(lines)
+
+
+def commit() -> str:
+    done = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True,
+        check=False,
+    )  # fmt: skip
+    return done.stdout.strip() or "unknown"
+
+
+def append_to_readme(report: dict[str, Any], table: str) -> None:
+    failed = [name for name, run in report["benchmarks"].items() if run["problem"]]
+    missed = [line["figure"] for line in report["rows"] if line["met"] is False and line["item"]]
+    verdicts = []
+    if failed:
+        verdicts.append(f"**Failed** (no figures): {', '.join(failed)}.")
+    verdicts.append(
+        f"**Missed**: {'; '.join(missed)}." if missed else "Every measured goal was met."
+    )
+    date = datetime.fromisoformat(report["date"]).strftime("%Y-%m-%d %H:%M UTC")
+    load = report["machine"]["load"]
+    section = (
+        f"\n### {date} (commit {report['commit']})\n\n"
+        f"Full run, {report['machine']['cpus']} CPUs, load average {load[0]} at the start; "
+        f"{report['seconds'] / 60:.0f} min. Results: `bench/results/{report['file']}`.\n\n"
+        f"{table}\n\n{' '.join(verdicts)}\n"
+    )
+    with README.open("a") as readme:
+        readme.write(section)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--smoke", action="store_true", help="small sizes, results not kept in git")
+    parser.add_argument("--only", nargs="+", metavar="NAME", help="run these benchmarks only")
+    parser.add_argument("--es-port", type=int, default=9260)
+    parser.add_argument("--redis-port", type=int, default=6399)
+    parser.add_argument("--keep-services", action="store_true", help="leave ES and Redis running")
+    args = parser.parse_args(argv)
+    selected = [b for b in benchmarks() if not args.only or b.name in args.only]
+    if args.only and len(selected) != len(args.only):
+        parser.error(f"known benchmarks: {', '.join(b.name for b in benchmarks())}")
+
+    started = time.perf_counter()
+    now = datetime.now(UTC)
+    stamp = now.strftime("%Y-%m-%dT%H%M%S")
+    logs = WORK / f"run-{stamp}"
+    logs.mkdir(parents=True)
+    for command, package in (("nginx", "nginx"), ("wrk", "wrk")):
+        need_command(command, package)  # serve.py and harvest.py say what they lack
+    report: dict[str, Any] = {
+        "date": now.isoformat(timespec="seconds"),
+        "mode": "smoke" if args.smoke else "full",
+        "commit": commit(),
+        "machine": machine(),
+    }
+    with Services(args.es_port, args.redis_port, args.keep_services) as services:
+        report["services"] = {"elasticsearch": services.elasticsearch, "redis": services.redis}
+        for benchmark in selected:
+            run_one(benchmark, args, services, logs)
+    runs = {benchmark.name: benchmark for benchmark in selected}
+    report["rows"] = table_rows(runs)
+    report["benchmarks"] = {
+        b.name: {
+            "exit_code": b.exit_code,
+            "problem": b.problem,
+            "seconds": b.seconds,
+            "results": b.results,
+        }
+        for b in selected
+    }
+    report["seconds"] = round(time.perf_counter() - started, 1)
+    name = f"smoke-{stamp}.json" if args.smoke else f"{stamp}.json"
+    output = (WORK / "results" if args.smoke else RESULTS) / name
+    report["file"] = name
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(json.dumps(report, indent=2) + "\n")
+    table = markdown(report["rows"])
+    if not args.smoke and not args.only:
+        append_to_readme(report, table)
+    failed = [b.name for b in selected if b.problem]
+    if args.smoke:
+        print("\nSmoke sizes: the verdicts below are indicative only (goals are for full sizes).")
+    print(f"\n{table}\n")
+    print(f"results: {output} ({report['seconds']:.0f} s; logs in {logs})")
+    if failed:
+        print(f"FAILED: {', '.join(failed)}")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
