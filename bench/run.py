@@ -161,7 +161,7 @@ def resource_list_rows(results: dict[str, Any], baseline: dict[str, Any]) -> lis
     """Items 1 and 2 from bench/resource_list.py's JSON, beside resync's write."""
     rows = []
     size = results["size"]
-    goals = {"elasticsearch": 20, "database": 8}  # seconds for 1,000,000
+    goals = {"database": 8, "elasticsearch": 20}  # seconds for 1,000,000
     for name, goal_seconds in goals.items():
         if name not in results:
             rows.append(row("1", f"Full Resource List, {name}", "", "not measured", met=False))
