@@ -35,6 +35,8 @@ DEFAULT_ELASTICSEARCH = "http://127.0.0.1:9260"
 DEFAULT_REDIS = "redis://127.0.0.1:6399/1"
 PORTAL_PORT = 8060
 NGINX_PORT = 8061
+#: nginx with deploy/nginx.conf in front of the portal, as deployed.
+FRONT_PORT = 8062
 
 PROVIDER = "bench"
 URL_PREFIX = "http://data.example.org/bench/"
@@ -258,7 +260,9 @@ class Portal:
         return self
 
     def __exit__(self, exc_type: type | None, *exc_info: object) -> None:
-        self.stop(failed=exc_type is not None)
+        # An interrupted run is not a broken one: only failures keep the work folder.
+        interrupted = exc_type is not None and issubclass(exc_type, KeyboardInterrupt | SystemExit)
+        self.stop(failed=exc_type is not None and not interrupted)
 
     def start(self) -> None:
         check(not self._answers(), f"something already answers on port {self.port}")

@@ -589,15 +589,13 @@ def index_share(keys: list[int]) -> int:
     from elasticsearch.dsl.connections import connections
 
     from sources.indexing import BATCH_SIZE, index_changes
-    from sources.models import Change
 
     # A client of its own: the one inherited from the parent shares its sockets.
     connections.configure()
     connections.configure(**settings.ELASTICSEARCH_DSL)
     done = 0
     for start in range(0, len(keys), BATCH_SIZE):
-        batch = Change.objects.filter(pk__in=keys[start : start + BATCH_SIZE])
-        done += index_changes(list(batch.select_related("resource_set__provider").order_by("pk")))
+        done += index_changes(keys[start : start + BATCH_SIZE])
     return done
 
 

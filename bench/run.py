@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -111,7 +112,10 @@ class Services:
                 [script, "status"], env=self.env, capture_output=True, check=False
             )
             if status.returncode != 0:
-                subprocess.run([script, "start"], env=self.env, check=True)
+                # One retry: a node stopped a moment ago may still hold its port.
+                if subprocess.run([script, "start"], env=self.env, check=False).returncode:
+                    time.sleep(15)
+                    subprocess.run([script, "start"], env=self.env, check=True)
                 self.started.append(name)
         return self
 
@@ -138,12 +142,21 @@ def run_one(benchmark: Benchmark, args: argparse.Namespace, services: Services, 
     started = time.perf_counter()
     with (logs / f"{benchmark.name}.log").open("w") as log:
         process = subprocess.Popen(
-            command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-        )
-        for line in process.stdout:
-            sys.stdout.write(line)
-            log.write(line)
-        benchmark.exit_code = process.wait()
+            command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            preexec_fn=default_sigint,
+        )  # fmt: skip
+        try:
+            for line in process.stdout:
+                sys.stdout.write(line)
+                log.write(line)
+        finally:
+            if process.poll() is None:  # interrupted: let it stop its servers and clean up
+                process.send_signal(signal.SIGINT)
+                try:
+                    process.wait(timeout=120)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+            benchmark.exit_code = process.wait()
     benchmark.seconds = round(time.perf_counter() - started, 1)
     if benchmark.exit_code != 0:
         benchmark.problem = f"exit status {benchmark.exit_code}"
@@ -152,6 +165,15 @@ def run_one(benchmark: Benchmark, args: argparse.Namespace, services: Services, 
     else:
         benchmark.results = json.loads(output.read_text())
     print(f"=== {benchmark.name}: exit {benchmark.exit_code} in {benchmark.seconds} s", flush=True)
+
+
+def default_sigint() -> None:
+    """In the child, before exec: SIGINT back to its default.
+
+    A background job inherits SIGINT ignored; the benchmark must still get its
+    KeyboardInterrupt when the run is stopped, so that it cleans up.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 # The table: rows from the scripts that write them, adapters for the others
@@ -326,6 +348,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.only and len(selected) != len(args.only):
         parser.error(f"known benchmarks: {', '.join(b.name for b in benchmarks())}")
 
+    # A TERM (CI timeout, kill) unwinds like Ctrl-C: benchmarks and services are stopped.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     started = time.perf_counter()
     now = datetime.now(UTC)
     stamp = now.strftime("%Y-%m-%dT%H%M%S")

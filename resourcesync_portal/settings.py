@@ -171,6 +171,13 @@ RESOURCESYNC_GENERATORS = {
 RESOURCESYNC_MAX_DOCUMENT_BYTES = int(
     os.environ.get("RESOURCESYNC_MAX_DOCUMENT_BYTES", 50 * 1024 * 1024)
 )
+# Public documents are also linked, under their URL paths, in this folder for a
+# front web server to send without Python (sitemaps/publishing.py and
+# deploy/nginx.conf). Only with local storage; empty turns it off.
+RESOURCESYNC_PUBLISHED_DIR = os.environ.get(
+    "RESOURCESYNC_PUBLISHED_DIR",
+    str(DATA_DIR / "published") if STORAGES["resourcesync"]["BACKEND"] == LOCAL_STORAGE else "",
+)
 
 # The portal serves the files under each set's resource_root_dir at
 # /files/<provider>/<set>/<path> (the demo uses it); off when a web server does.

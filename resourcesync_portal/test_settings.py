@@ -8,3 +8,5 @@ from .settings import *  # noqa: F403
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 STORAGES["resourcesync"]["OPTIONS"] = {"location": str(DATA_DIR / "test-documents")}  # noqa: F405
+# Each test gets its own published tree (tests/conftest.py); none by default.
+RESOURCESYNC_PUBLISHED_DIR = ""

@@ -39,8 +39,20 @@ release() {
     rm -f "$STATE/started"
 }
 
+# Programs the tests run themselves (nginx in front of a live portal); as root,
+# installed from Debian when missing.
+need_programs() {
+    command -v nginx >/dev/null || [[ -x /usr/sbin/nginx ]] && return 0
+    [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null || return 0
+    echo "installing nginx with apt-get (tests/integration/test_front_server.py)"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get install -y -q --no-install-recommends nginx >/dev/null 2>&1 ||
+        { apt-get update -q >/dev/null && apt-get install -y -q --no-install-recommends nginx >/dev/null; }
+}
+
 run() {
     local s rc=0
+    need_programs
     mkdir -p "$STATE/users"
     trap release EXIT
     trap 'exit 130' INT

@@ -10,7 +10,7 @@ class SitemapsConfig(AppConfig):
     def ready(self) -> None:
         from sources import services
 
-        from . import tasks
+        from . import signals, tasks  # noqa: F401 (signals: connects the receivers)
 
         if tasks.after_ingest not in services.after_ingest_hooks:
             services.after_ingest_hooks.append(tasks.after_ingest)

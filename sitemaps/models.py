@@ -26,6 +26,14 @@ class StoredDocument(models.Model):
     class Meta:
         abstract = True
 
+    #: The capability it belongs to: "resourcelist" or "changelist".
+    kind: str
+
+    @property
+    def public_name(self) -> str:
+        """The file name in its URL."""
+        return f"{self.kind}-{self.number}.xml"
+
 
 class ResourceListPage(StoredDocument):
     resource_set = models.ForeignKey(
@@ -48,6 +56,8 @@ class ResourceListPage(StoredDocument):
             models.UniqueConstraint(fields=["resource_set", "after_key"], name="unique_rl_range"),
         ]
 
+    kind = "resourcelist"
+
     def __str__(self) -> str:
         return f"{self.resource_set} resourcelist-{self.number}"
 
@@ -67,6 +77,8 @@ class ChangeListPage(StoredDocument):
         constraints = [
             models.UniqueConstraint(fields=["resource_set", "number"], name="unique_cl_page"),
         ]
+
+    kind = "changelist"
 
     def __str__(self) -> str:
         return f"{self.resource_set} changelist-{self.number}"
@@ -91,6 +103,10 @@ class IndexDocument(StoredDocument):
 
     def __str__(self) -> str:
         return f"{self.resource_set} {self.kind}.xml"
+
+    @property
+    def public_name(self) -> str:
+        return f"{self.kind}.xml"
 
 
 class RegenerationState(models.Model):

@@ -24,7 +24,7 @@ from sources.generators import BaseGenerator, get_generator
 from sources.models import Change, ResourceSet
 from sources.services import resource_set_lock
 
-from . import links
+from . import links, publishing
 from .builders import (
     ChangeListPart,
     ResourceListPart,
@@ -33,7 +33,13 @@ from .builders import (
     build_resource_list,
     build_resource_list_index,
 )
-from .models import ChangeListPage, IndexDocument, RegenerationState, ResourceListPage
+from .models import (
+    ChangeListPage,
+    IndexDocument,
+    RegenerationState,
+    ResourceListPage,
+    StoredDocument,
+)
 from .storage import delete_document, save_document
 
 logger = logging.getLogger(__name__)
@@ -328,6 +334,7 @@ class _Run:
                 elif result.entries == 0 and not is_tail and len(pages) > 1:
                     # An emptied page gives its key range to the next page and goes.
                     following = pages[position + 1]
+                    publishing.withdraw(self.resource_set, page)
                     delete_document(page.storage_name)
                     page.delete()
                     following.after_key = page.after_key
@@ -352,12 +359,9 @@ class _Run:
     ) -> None:
         """Point the page at its saved document: (storage name, etag, entries, size)."""
         name, etag, entries, size = stored
-        if page.storage_name and page.storage_name != name:
-            delete_document(page.storage_name)
-        page.storage_name, page.etag = name, etag
         page.entries, page.size, page.in_index = entries, size, in_index
         page.at, page.completed, page.generated_at = self.at, timezone.now(), timezone.now()
-        page.save()
+        self.point_at(page, name, etag)
 
     def write_resource_index(self, pages: list[ResourceListPage], multi: bool) -> None:
         if multi:
@@ -453,16 +457,14 @@ class _Run:
             self.write_change_page(pages[-1], pages)
             return
         final = page.until is not None and self.complete_through(page.until)
-        name, etag = save_document(self.directory, f"changelist-{page.number}.xml", result.content)
-        if page.storage_name and page.storage_name != name:
-            delete_document(page.storage_name)
-        page.storage_name, page.etag, page.final = name, etag, final
+        name, etag = save_document(self.directory, page.public_name, result.content)
+        page.final = final
         page.entries, page.size, page.generated_at = (
             result.entries,
             len(result.content),
             timezone.now(),
         )
-        page.save()
+        self.point_at(page, name, etag)
         self.report.change_pages_written.append(page.number)
 
     def write_change_index(self, pages: list[ChangeListPage]) -> None:
@@ -479,6 +481,19 @@ class _Run:
         )
         self.store_index(IndexDocument.Kind.CHANGE_LIST, content, len(pages))
 
+    def point_at(self, document: StoredDocument, name: str, etag: str) -> None:
+        """Save the row on its new version, publish it, then drop the old version.
+
+        In that order a reader (of the row or of the published tree) never
+        finds its version deleted under it.
+        """
+        previous = document.storage_name
+        document.storage_name, document.etag = name, etag
+        document.save()
+        publishing.publish(self.resource_set, document)
+        if previous and previous != name:
+            delete_document(previous)
+
     # Indexes
 
     def index_exists(self, kind: str) -> bool:
@@ -494,14 +509,11 @@ class _Run:
         document, _ = IndexDocument.objects.get_or_create(
             resource_set=self.resource_set, kind=kind, defaults={"number": 0}
         )
-        name, etag = save_document(self.directory, f"{kind}.xml", content)
-        if document.storage_name and document.storage_name != name:
-            delete_document(document.storage_name)
-        document.storage_name, document.etag = name, etag
+        name, etag = save_document(self.directory, document.public_name, content)
         document.entries, document.size, document.generated_at = (
             entries,
             len(content),
             timezone.now(),
         )
-        document.save()
+        self.point_at(document, name, etag)
         self.report.indexes_written.append(f"{kind}.xml")

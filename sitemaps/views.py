@@ -17,6 +17,7 @@ from sources.models import ResourceSet
 from . import documents
 from .access import AccessDenied, bearer_token, check_access
 from .models import ChangeListPage, IndexDocument, ResourceListPage, StoredDocument
+from .publishing import capability_published
 from .storage import GZIP_SUFFIX, content_etag, document_storage
 
 CONTENT_TYPE = "application/xml"
@@ -120,17 +121,9 @@ def _stored_view(lookup):
     return view
 
 
-def _published(resource_set: ResourceSet, capability: str) -> bool:
-    capabilities = resource_set.capabilities
-    return {
-        "resourcelist": capabilities.publish_resource_list,
-        "changelist": capabilities.publish_change_list,
-    }[capability]
-
-
 def _index(kind: str):
     def lookup(resource_set: ResourceSet) -> StoredDocument | None:
-        if not _published(resource_set, kind):
+        if not capability_published(resource_set, kind):
             return None
         return IndexDocument.objects.filter(resource_set=resource_set, kind=kind).first()
 
@@ -139,7 +132,7 @@ def _index(kind: str):
 
 def _page(model: type[ResourceListPage] | type[ChangeListPage], kind: str):
     def lookup(resource_set: ResourceSet, number: int) -> StoredDocument | None:
-        if not _published(resource_set, kind):
+        if not capability_published(resource_set, kind):
             return None
         return model.objects.filter(resource_set=resource_set, number=number).first()
 

@@ -219,7 +219,6 @@ def celery_worker(
 ):
     """A real worker on `redis_url`, sharing the test database; yields a CeleryWorker."""
     import redis
-    from django.conf import settings as django_settings
     from django.db import connection
 
     from resourcesync_portal.celery import app
@@ -230,7 +229,8 @@ def celery_worker(
 
     env = {
         **os.environ,
-        "DJANGO_SETTINGS_MODULE": django_settings.SETTINGS_MODULE,
+        # Not settings.SETTINGS_MODULE: it reads None once a test overrides a setting.
+        "DJANGO_SETTINGS_MODULE": os.environ["DJANGO_SETTINGS_MODULE"],
         "CELERY_BROKER_URL": redis_url,
         "CELERY_RESULT_BACKEND": redis_url,
         "DATABASE_URL": _database_url(connection.settings_dict),
@@ -292,3 +292,10 @@ def use_elasticsearch(settings, elasticsearch_url: str):
     yield elasticsearch_url
     for index in (resources_index, changes_index):
         index.delete(ignore_unavailable=True)
+
+
+@pytest.fixture(autouse=True)
+def published_dir(settings, tmp_path) -> Path:
+    """Each test publishes into its own tree, so regeneration always exercises it."""
+    settings.RESOURCESYNC_PUBLISHED_DIR = str(tmp_path / "published")
+    return tmp_path / "published"

@@ -8,8 +8,15 @@ from pathlib import Path
 import pytest
 from django.core.management import call_command
 
-from sources.documents import changes_index, resources_index
-from sources.indexing import client, reconcile
+from sources.documents import ChangeDocument, ResourceDocument, changes_index, resources_index
+from sources.indexing import (
+    CHANGE_FIELDS,
+    RESOURCE_FIELDS,
+    change_source,
+    client,
+    reconcile,
+    resource_source,
+)
 from sources.models import Change, Resource
 
 from ..support import created, event, ingest, make_set
@@ -21,6 +28,24 @@ SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "elasticsearch.sh"
 def es_count(index) -> int:
     client().indices.refresh(index=index._name)
     return client().count(index=index._name)["count"]
+
+
+def test_fast_sources_equal_what_the_documents_prepare():
+    """The indexer builds bodies from plain rows; they must be the Documents' own."""
+    resource_set = make_set()
+    created(resource_set, 3)
+    ingest(
+        resource_set,
+        [event("updated", "r/0000001", version=2, sha256="a" * 64), event("deleted", "r/0000002")],
+    )
+    for resource in Resource.objects.all():
+        row = Resource.objects.filter(pk=resource.pk).values(*RESOURCE_FIELDS).get()
+        assert resource_source(row, resource_set.path) == ResourceDocument().prepare(resource)
+    changes = list(Change.objects.all())
+    assert {change.change for change in changes} == {"created", "updated", "deleted"}
+    for change in changes:
+        row = Change.objects.filter(pk=change.pk).values(*CHANGE_FIELDS).get()
+        assert change_source(row, resource_set.path) == ChangeDocument().prepare(change)
 
 
 def test_changes_are_mirrored_after_commit(use_elasticsearch):

@@ -1,0 +1,156 @@
+"""The public documents as plain files, for a front web server to send.
+
+Stored versions have content-addressed names, so finding the current one
+takes the database row. For public sets this module also keeps a tree of
+symbolic links, `<published>/resourcesync/<provider>/<set>/<public name>`
+(and its `.gz` twin), pointing at the current versions. nginx
+(deploy/nginx.conf) answers from that tree with sendfile and gzip_static and
+never wakes Python; whatever is absent (protected sets, capabilities not
+published, inactive providers, the Capability List, documents not written
+yet) falls through to Django, which stays the authority.
+
+A link is replaced atomically (rename over it) before the version it
+replaced is deleted, so the tree never points at a missing file for long and
+never at a document Django would refuse. Only for the local filesystem
+storage: RESOURCESYNC_PUBLISHED_DIR is empty (off) with any other.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+from pathlib import Path
+
+from django.conf import settings
+from django.core.files.storage import FileSystemStorage
+
+from sources.models import ResourceSet
+
+from .models import ChangeListPage, IndexDocument, ResourceListPage, StoredDocument
+from .storage import GZIP_SUFFIX, document_storage
+
+URL_PREFIX = "resourcesync"
+
+
+def published_root() -> Path | None:
+    """Where the tree lives, or None when publishing files is off.
+
+    Off, too, when the documents are not local files (S3): there is nothing
+    to link to.
+    """
+    directory = getattr(settings, "RESOURCESYNC_PUBLISHED_DIR", "")
+    if not directory:
+        return None
+    if not isinstance(document_storage(), FileSystemStorage):
+        return None
+    return Path(directory)
+
+
+def capability_published(resource_set: ResourceSet, kind: str) -> bool:
+    """Whether the set publishes this capability ("resourcelist" or "changelist")."""
+    capabilities = resource_set.capabilities
+    return {
+        "resourcelist": capabilities.publish_resource_list,
+        "changelist": capabilities.publish_change_list,
+    }[kind]
+
+
+def is_public(resource_set: ResourceSet, kind: str) -> bool:
+    """What anyone may read without a token: exactly what the tree may hold."""
+    return (
+        resource_set.provider.active
+        and not resource_set.protected
+        and capability_published(resource_set, kind)
+    )
+
+
+def set_directory(root: Path, resource_set: ResourceSet) -> Path:
+    return root / URL_PREFIX / resource_set.provider.slug / resource_set.slug
+
+
+def _documents(resource_set: ResourceSet) -> list[StoredDocument]:
+    return [
+        *ResourceListPage.objects.filter(resource_set=resource_set),
+        *ChangeListPage.objects.filter(resource_set=resource_set),
+        *IndexDocument.objects.filter(resource_set=resource_set),
+    ]
+
+
+def _replace_link(link: Path, target: Path | None) -> None:
+    """Make `link` point at `target` (None: remove it), atomically."""
+    if target is None:
+        link.unlink(missing_ok=True)
+        return
+    relative = os.path.relpath(target, link.parent)
+    if link.is_symlink() and os.readlink(link) == relative:
+        return
+    temporary = link.with_name(f".{link.name}.{uuid.uuid4().hex}")
+    os.symlink(relative, temporary)
+    os.replace(temporary, link)
+
+
+def publish(resource_set: ResourceSet, document: StoredDocument) -> None:
+    """Point the document's public name at its current version, or withdraw it."""
+    root = published_root()
+    if root is None:
+        return
+    directory = set_directory(root, resource_set)
+    target = None
+    if document.storage_name and is_public(resource_set, document.kind):
+        target = Path(document_storage().path(document.storage_name))
+        directory.mkdir(parents=True, exist_ok=True)
+    link = directory / document.public_name
+    # The twin first: a reader asking for gzip never gets a version older than the plain one.
+    _replace_link(link.with_name(link.name + GZIP_SUFFIX), _twin(target))
+    _replace_link(link, target)
+
+
+def withdraw(resource_set: ResourceSet, document: StoredDocument) -> None:
+    """Remove a document that is going away (an emptied page)."""
+    root = published_root()
+    if root is None:
+        return
+    link = set_directory(root, resource_set) / document.public_name
+    _replace_link(link.with_name(link.name + GZIP_SUFFIX), None)
+    _replace_link(link, None)
+
+
+def _twin(target: Path | None) -> Path | None:
+    return target.with_name(target.name + GZIP_SUFFIX) if target is not None else None
+
+
+def publish_set(resource_set: ResourceSet) -> None:
+    """Bring one set's directory in line with its rows and its visibility."""
+    root = published_root()
+    if root is None:
+        return
+    directory = set_directory(root, resource_set)
+    wanted = set()
+    for document in _documents(resource_set):
+        publish(resource_set, document)
+        wanted.update({document.public_name, document.public_name + GZIP_SUFFIX})
+    if directory.is_dir():
+        for entry in directory.iterdir():
+            if entry.name not in wanted:
+                entry.unlink(missing_ok=True)
+
+
+def rebuild() -> None:
+    """The whole tree from the database: every set, and no directory of a set gone."""
+    root = published_root()
+    if root is None:
+        return
+    wanted = set()
+    for resource_set in ResourceSet.objects.select_related("provider", "capability_settings"):
+        publish_set(resource_set)
+        wanted.add(set_directory(root, resource_set))
+    base = root / URL_PREFIX
+    if not base.is_dir():
+        return
+    for provider in base.iterdir():
+        for directory in provider.iterdir() if provider.is_dir() else []:
+            if directory not in wanted:
+                shutil.rmtree(directory, ignore_errors=True)
+        if provider.is_dir() and not any(provider.iterdir()):
+            provider.rmdir()

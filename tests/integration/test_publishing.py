@@ -1,0 +1,179 @@
+"""The published tree: what a front server may send without asking Django.
+
+It must always hold exactly the current version of every public document and
+nothing Django would refuse; tests/integration/test_front_server.py runs
+nginx over it.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+from django.test import Client, TestCase
+
+from sitemaps.models import IndexDocument, ResourceListPage
+from sitemaps.regeneration import regenerate
+from sources.models import DataProvider
+
+from ..support import created, event, ingest, make_set
+
+pytestmark = pytest.mark.django_db
+BASE = "/resourcesync/acme/articles"
+
+
+@pytest.fixture(autouse=True)
+def storage(settings, tmp_path):
+    settings.STORAGES = {
+        **settings.STORAGES,
+        "resourcesync": {
+            "BACKEND": "django.core.files.storage.FileSystemStorage",
+            "OPTIONS": {"location": str(tmp_path / "documents")},
+        },
+    }
+
+
+def tree(published_dir: Path, path: str = "acme/articles") -> dict[str, Path]:
+    directory = published_dir / "resourcesync" / path
+    if not directory.exists():
+        return {}
+    return {entry.name: entry for entry in sorted(directory.iterdir())}
+
+
+def served(client: Client, url: str, **headers) -> bytes:
+    response = client.get(url, headers=headers)
+    assert response.status_code == 200, url
+    return b"".join(response.streaming_content) if response.streaming else response.content
+
+
+def saved(instance) -> None:
+    """Save as the admin does: the tree follows after the commit."""
+    with TestCase.captureOnCommitCallbacks(execute=True):
+        instance.save()
+
+
+def test_every_public_document_is_linked_to_what_django_serves(client, published_dir):
+    resource_set = make_set(entries_per_document=4)
+    created(resource_set, 10)  # three Resource List pages under an index
+    links = tree(published_dir)
+    names = [f"resourcelist-{n}.xml" for n in (1, 2, 3)] + ["resourcelist.xml"]
+    names += [f"changelist-{n}.xml" for n in (1, 2, 3)] + ["changelist.xml"]
+    assert sorted(links) == sorted(names + [name + ".gz" for name in names])
+    for name in names:
+        assert links[name].is_symlink()
+        assert not os.path.isabs(os.readlink(links[name])), "links stay valid if the folder moves"
+        assert links[name].read_bytes() == served(client, f"{BASE}/{name}")
+        assert gzip.decompress(links[name + ".gz"].read_bytes()) == links[name].read_bytes()
+
+
+def test_a_rewritten_page_is_relinked_before_its_old_version_goes(client, published_dir):
+    resource_set = make_set(entries_per_document=4)
+    created(resource_set, 10)
+    page = ResourceListPage.objects.get(resource_set=resource_set, number=2)
+    old_target = tree(published_dir)["resourcelist-2.xml"].resolve()
+    ingest(resource_set, [event("updated", "r/0000005", version=2)])
+    link = tree(published_dir)["resourcelist-2.xml"]
+    page.refresh_from_db()
+    assert link.resolve() != old_target
+    assert link.resolve().name == Path(page.storage_name).name
+    assert not old_target.exists(), "the superseded version is deleted"
+    assert link.read_bytes() == served(client, f"{BASE}/resourcelist-2.xml")
+    untouched = tree(published_dir)["resourcelist-1.xml"]
+    assert untouched.read_bytes() == served(client, f"{BASE}/resourcelist-1.xml")
+
+
+def test_an_emptied_page_leaves_the_tree(published_dir):
+    resource_set = make_set(entries_per_document=2)
+    created(resource_set, 6)
+    assert "resourcelist-2.xml" in tree(published_dir)
+    ingest(resource_set, [event("deleted", "r/0000002"), event("deleted", "r/0000003")])
+    assert not ResourceListPage.objects.filter(resource_set=resource_set, number=2).exists()
+    assert "resourcelist-2.xml" not in tree(published_dir)
+    assert "resourcelist-2.xml.gz" not in tree(published_dir)
+
+
+def test_protected_sets_are_never_in_the_tree(published_dir):
+    resource_set = make_set(protected=True)
+    created(resource_set, 3)
+    assert IndexDocument.objects.filter(resource_set=resource_set).count() == 2
+    assert tree(published_dir) == {}
+
+
+def test_a_set_made_protected_leaves_the_tree_at_once(published_dir):
+    resource_set = make_set()
+    created(resource_set, 3)
+    assert tree(published_dir)
+    resource_set.protected = True
+    saved(resource_set)
+    assert tree(published_dir) == {}
+    resource_set.protected = False
+    saved(resource_set)
+    assert "resourcelist.xml" in tree(published_dir)
+
+
+def test_an_inactive_provider_leaves_the_tree(published_dir):
+    resource_set = make_set()
+    created(resource_set, 3)
+    provider = DataProvider.objects.get(slug="acme")
+    provider.active = False
+    saved(provider)
+    assert tree(published_dir) == {}
+
+
+def test_a_capability_switched_off_leaves_only_its_documents(published_dir):
+    resource_set = make_set()
+    created(resource_set, 3)
+    settings_row = resource_set.capability_settings
+    settings_row.publish_change_list = False
+    saved(settings_row)
+    assert {name.split(".")[0].split("-")[0] for name in tree(published_dir)} == {"resourcelist"}
+
+
+def test_renamed_and_deleted_sets_leave_no_links_behind(published_dir):
+    resource_set = make_set()
+    created(resource_set, 3)
+    resource_set.slug = "papers"
+    saved(resource_set)
+    assert tree(published_dir) == {}
+    assert "resourcelist.xml" in tree(published_dir, "acme/papers")
+    with TestCase.captureOnCommitCallbacks(execute=True):
+        resource_set.delete()
+    assert not (published_dir / "resourcesync" / "acme").exists()
+
+
+def test_publish_command_rebuilds_a_lost_tree(published_dir):
+    resource_set = make_set()
+    created(resource_set, 3)
+    for link in tree(published_dir).values():
+        link.unlink()
+    call_command("publish")
+    assert len(tree(published_dir)) == 8  # two lists, two indexes, their twins
+
+
+def test_nothing_is_written_when_publishing_is_off(settings, published_dir):
+    settings.RESOURCESYNC_PUBLISHED_DIR = ""
+    resource_set = make_set()
+    created(resource_set, 3)
+    report = regenerate(resource_set, full=True)
+    assert report is not None and report.pages_written
+    assert not published_dir.exists()
+
+
+def test_nothing_is_published_when_documents_are_not_local_files(settings, published_dir):
+    """S3-compatible storage has no paths to link to: the tree stays off, serving works."""
+    from django.core.files.storage import InMemoryStorage
+
+    settings.STORAGES = {
+        **settings.STORAGES,
+        "resourcesync": {"BACKEND": "django.core.files.storage.InMemoryStorage"},
+    }
+    from sitemaps.storage import document_storage
+
+    assert isinstance(document_storage(), InMemoryStorage)
+    resource_set = make_set()
+    created(resource_set, 3)
+    assert IndexDocument.objects.filter(resource_set=resource_set).count() == 2
+    assert not published_dir.exists()
