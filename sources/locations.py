@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import posixpath
+import re
 from urllib.parse import quote, unquote, urlsplit
 
 from .models import MAX_URI_LENGTH, LocationType
@@ -22,10 +23,16 @@ class LocationError(ValueError):
     """A location that cannot be published; the message says why."""
 
 
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+# With str patterns \s is Unicode whitespace, the same set as str.isspace().
+_SPACE = re.compile(r"\s")
+_SCHEME_AUTHORITY = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*):(?://(?P<authority>[^/?#]*))?")
+
+
 def _check_text(value: str) -> None:
     if not value:
         raise LocationError("must not be empty.")
-    if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in value):
+    if _CONTROL.search(value):
         raise LocationError("must not contain control characters.")
 
 
@@ -64,12 +71,19 @@ def _inside(root: str, path: str) -> bool:
 def check_url(value: str) -> str:
     """An http(s) URL with a host, used as is."""
     _check_text(value)
-    parts = urlsplit(value)
-    if parts.scheme not in {"http", "https"}:
+    # The scheme and authority as urlsplit finds them, at a fraction of its
+    # cost (it was a fifth of ingestion's time); odd hosts get urlsplit's checks.
+    match = _SCHEME_AUTHORITY.match(value)
+    if match is None or match["scheme"].lower() not in {"http", "https"}:
         raise LocationError("must be an http or https URL.")
-    if not parts.netloc:
+    if not match["authority"]:
         raise LocationError("must name a host.")
-    if any(ch.isspace() for ch in value):
+    if "[" in match["authority"] or "]" in match["authority"]:
+        try:
+            urlsplit(value)
+        except ValueError as error:
+            raise LocationError(f"has an invalid host: {error}.") from None
+    if _SPACE.search(value):
         raise LocationError("must not contain spaces; percent-encode them.")
     return value
 
@@ -78,10 +92,10 @@ def resolve_location(
     location_type: str, value: str, *, url_prefix: str, resource_root_dir: str = ""
 ) -> str:
     """Return the absolute URI for a location, or raise LocationError."""
-    _check_text(value)
     if location_type == LocationType.URL:
-        uri = check_url(value)
+        uri = check_url(value)  # checks the text too
     elif location_type == LocationType.ABS_PATH:
+        _check_text(value)
         if not resource_root_dir:
             raise LocationError("abs_path needs the set's resource_root_dir, which is not set.")
         if not value.startswith("/"):
@@ -98,6 +112,7 @@ def resolve_location(
             raise LocationError("is the resource root itself, not a file in it.")
         uri = _join(url_prefix, relative.split("/"))
     elif location_type == LocationType.REL_PATH:
+        _check_text(value)
         if value.startswith("/"):
             raise LocationError("rel_path must be relative (no leading '/').")
         segments = _check_segments(value)

@@ -16,7 +16,7 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from .bulk import BulkWriter
+from .bulk import BulkWriter, keys_by_uri
 from .events import Event
 from .models import Change, ChangeType, Resource, ResourceSet
 
@@ -191,9 +191,7 @@ _changes = BulkWriter(
 
 
 def _keys(resource_set: ResourceSet, uris: list[str]) -> dict[str, int]:
-    return dict(
-        Resource.objects.filter(resource_set=resource_set, uri__in=uris).values_list("uri", "id")
-    )
+    return keys_by_uri(resource_set.pk, uris)
 
 
 def _apply_segment(resource_set: ResourceSet, events: list[Event], result: IngestResult) -> None:

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 
-from sources.locations import LocationError, resolve_location
+from sources.locations import LocationError, check_url, resolve_location
 
 PREFIX = "https://data.example.org/set/"
 
@@ -147,3 +148,26 @@ def test_unknown_location_type_is_refused():
 
 def test_too_long_uri_is_refused():
     assert "limit" in refused("rel_path", "a" * 3000)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "http://a/b", "HTTPS://x.org/p?q#f", "ftp://x/y", "http:/x", "http:///x",
+        "http://[::1]/a", "http://[::1/a", "http://a]/b", "mailto:x@y", "http://user@host:80/p",
+        "//host/p", "http:x", "http://h", "https://h?x", "x", "1http://h/", "http://h:99999/",
+    ],
+)  # fmt: skip
+def test_url_check_accepts_exactly_what_urlsplit_calls_http_with_a_host(value):
+    """check_url parses with a regex for speed; it must agree with the standard library."""
+    try:
+        parts = urlsplit(value)
+        expected = parts.scheme in {"http", "https"} and bool(parts.netloc)
+    except ValueError:
+        expected = False
+    try:
+        check_url(value)
+        accepted = True
+    except LocationError:
+        accepted = False
+    assert accepted == expected
