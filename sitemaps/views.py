@@ -106,40 +106,46 @@ def capability_list(request: HttpRequest, provider: str, set_slug: str) -> HttpR
     return _send_bytes(request, documents.capability_list(resource_set))
 
 
-def _stored_view(lookup):
+def _stored_view(model: type[StoredDocument], kind: str, *, index: bool = False):
+    """A view of one stored document kind: one query finds it with its set.
+
+    Only when that finds nothing is the set looked up on its own, so a
+    protected set still answers 401/403 before 404.
+    """
+    related = model.objects.select_related(
+        "resource_set__provider", "resource_set__capability_settings"
+    )
+
     @require_safe
-    def view(request: HttpRequest, provider: str, set_slug: str, **kwargs) -> HttpResponse:
+    def view(request: HttpRequest, provider: str, set_slug: str, number: int = 0) -> HttpResponse:
+        where = {"kind": kind} if index else {"number": number}
+        # Unique by constraint; no ORDER BY to compile.
+        document = next(
+            iter(
+                related.filter(
+                    resource_set__provider__slug=provider,
+                    resource_set__provider__active=True,
+                    resource_set__slug=set_slug,
+                    **where,
+                ).order_by()[:1]
+            ),
+            None,
+        )
         try:
-            resource_set = _resource_set(request, provider, set_slug)
+            if document is None:
+                _resource_set(request, provider, set_slug)  # 404, 401 or 403
+                raise Http404("No such document.")
+            check_access(request, document.resource_set)
         except AccessDenied as error:
             return _denied(error)
-        document = lookup(resource_set, **kwargs)
-        if document is None:
+        if not capability_published(document.resource_set, kind):
             raise Http404("No such document.")
         return _send(request, document)
 
     return view
 
 
-def _index(kind: str):
-    def lookup(resource_set: ResourceSet) -> StoredDocument | None:
-        if not capability_published(resource_set, kind):
-            return None
-        return IndexDocument.objects.filter(resource_set=resource_set, kind=kind).first()
-
-    return lookup
-
-
-def _page(model: type[ResourceListPage] | type[ChangeListPage], kind: str):
-    def lookup(resource_set: ResourceSet, number: int) -> StoredDocument | None:
-        if not capability_published(resource_set, kind):
-            return None
-        return model.objects.filter(resource_set=resource_set, number=number).first()
-
-    return lookup
-
-
-resource_list = _stored_view(_index(IndexDocument.Kind.RESOURCE_LIST))
-resource_list_page = _stored_view(_page(ResourceListPage, "resourcelist"))
-change_list = _stored_view(_index(IndexDocument.Kind.CHANGE_LIST))
-change_list_page = _stored_view(_page(ChangeListPage, "changelist"))
+resource_list = _stored_view(IndexDocument, "resourcelist", index=True)
+resource_list_page = _stored_view(ResourceListPage, "resourcelist")
+change_list = _stored_view(IndexDocument, "changelist", index=True)
+change_list_page = _stored_view(ChangeListPage, "changelist")
