@@ -289,9 +289,9 @@ class _Run:
         built_elsewhere: dict[int, Connection] = {}  # page number -> its worker's pipe
         workers = []
         count = min(len(queue), os.cpu_count() or 1)
-        # Celery's prefork workers are daemonic and may not fork; a mirror's
-        # client keeps pooled sockets a forked child must not share.
-        can_fork = not multiprocessing.current_process().daemon and not self.generator.reads_mirror
+        # Celery's prefork workers are daemonic and may not fork. A forked
+        # child gets its own Elasticsearch clients (sources.generators.elasticsearch).
+        can_fork = not multiprocessing.current_process().daemon
         if count > 1 and can_fork and not connection.in_atomic_block:
             context = multiprocessing.get_context("fork")
             connections.close_all()  # each worker opens its own

@@ -53,8 +53,10 @@ def _reconnect_after_fork() -> None:
     Regeneration forks page workers; this is what django_elasticsearch_dsl
     does at start-up, after forgetting the inherited clients.
     """
+    # The parent's configuration as it stands (tests and tools may change it), else the settings.
+    configured = {**settings.ELASTICSEARCH_DSL, **getattr(connections, "_kwargs", {})}
     connections.configure()
-    connections.configure(**settings.ELASTICSEARCH_DSL)
+    connections.configure(**configured)
 
 
 os.register_at_fork(after_in_child=_reconnect_after_fork)

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import os
 from datetime import UTC, datetime, timedelta
 from unittest import mock
 
 import pytest
 from django.test import override_settings
 
+from sitemaps import regeneration
 from sitemaps.models import ChangeListPage, IndexDocument, RegenerationState, ResourceListPage
 from sitemaps.regeneration import regenerate
 from sitemaps.storage import document_storage
+from sources import services
 from sources.generators import get_generator
 from sources.indexing import index_pending_changes
 from sources.models import ResourceSet
@@ -189,3 +192,50 @@ def test_backends_write_byte_identical_documents(settings, tmp_path, use_elastic
     # 11 resources in 3 pages, 15 changes in 4 lists, and the two indexes.
     assert len(documents["database"]) == 3 + 4 + 2
     assert documents["database"] == documents["elasticsearch"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_pages_built_in_forked_workers_equal_pages_built_in_process(
+    settings, tmp_path, use_elasticsearch, monkeypatch
+):
+    """Outside a transaction, several dirty pages are built by forked workers
+    (with their own Elasticsearch clients); the documents must not change."""
+    # Committed for real here: no regeneration after each ingest, only ours below.
+    monkeypatch.setattr(services, "after_ingest_hooks", [])
+    resource_set = make_set(entries_per_document=4)
+    load(resource_set)
+    index_pending_changes()
+    build = regeneration.build_resource_list
+    backend_now = [""]
+
+    def recording_build(*args, **kwargs):
+        with (tmp_path / f"builders-{backend_now[0]}").open("a") as log:
+            log.write(f"{os.getpid()}\n")
+        return build(*args, **kwargs)
+
+    monkeypatch.setattr(regeneration, "build_resource_list", recording_build)
+    documents = {}
+    for name, path in BACKENDS.items():
+        settings.STORAGES = {
+            **settings.STORAGES,
+            "resourcesync": {
+                "BACKEND": "django.core.files.storage.FileSystemStorage",
+                "OPTIONS": {"location": str(tmp_path / name)},
+            },
+        }
+        settings.RESOURCESYNC_GENERATORS = {"default": {"BACKEND": path}}
+        ResourceListPage.objects.all().delete()
+        RegenerationState.objects.all().delete()
+        backend_now[0] = name
+        with mock.patch("django.utils.timezone.now", return_value=at(60)):
+            assert regenerate(resource_set) is not None  # pages exist: a full run has several
+            for cpus in (1, 2):
+                monkeypatch.setattr(os, "cpu_count", lambda cpus=cpus: cpus)
+                assert regenerate(resource_set, full=True) is not None
+                documents[name, cpus] = _documents(resource_set)
+    for name in BACKENDS:
+        pids = set((tmp_path / f"builders-{name}").read_text().split())
+        assert len(pids - {str(os.getpid())}) >= 2, f"{name}: no page was built in a worker"
+    assert len(documents["database", 1]) == 3 + 4 + 2
+    for key, found in documents.items():
+        assert found == documents["database", 1], key
