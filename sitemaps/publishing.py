@@ -18,6 +18,7 @@ storage: RESOURCESYNC_PUBLISHED_DIR is empty (off) with any other.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import uuid
 from pathlib import Path
@@ -31,6 +32,8 @@ from .models import ChangeListPage, IndexDocument, ResourceListPage, StoredDocum
 from .storage import GZIP_SUFFIX, document_storage
 
 URL_PREFIX = "resourcesync"
+#: What Django's <slug:> URL converter accepts.
+_SLUG = re.compile(r"[-a-zA-Z0-9_]+")
 
 
 def published_root() -> Path | None:
@@ -65,8 +68,12 @@ def is_public(resource_set: ResourceSet, kind: str) -> bool:
     )
 
 
-def set_directory(root: Path, resource_set: ResourceSet) -> Path:
-    return root / URL_PREFIX / resource_set.provider.slug / resource_set.slug
+def set_directory(root: Path, resource_set: ResourceSet) -> Path | None:
+    """The set's folder in the tree; None for slugs no URL could name (never a path out)."""
+    slugs = (resource_set.provider.slug, resource_set.slug)
+    if not all(_SLUG.fullmatch(slug) for slug in slugs):
+        return None
+    return root.joinpath(URL_PREFIX, *slugs)
 
 
 def _documents(resource_set: ResourceSet) -> list[StoredDocument]:
@@ -96,6 +103,8 @@ def publish(resource_set: ResourceSet, document: StoredDocument) -> None:
     if root is None:
         return
     directory = set_directory(root, resource_set)
+    if directory is None:
+        return
     target = None
     if document.storage_name and is_public(resource_set, document.kind):
         target = Path(document_storage().path(document.storage_name))
@@ -111,7 +120,10 @@ def withdraw(resource_set: ResourceSet, document: StoredDocument) -> None:
     root = published_root()
     if root is None:
         return
-    link = set_directory(root, resource_set) / document.public_name
+    directory = set_directory(root, resource_set)
+    if directory is None:
+        return
+    link = directory / document.public_name
     _replace_link(link.with_name(link.name + GZIP_SUFFIX), None)
     _replace_link(link, None)
 
@@ -126,6 +138,8 @@ def publish_set(resource_set: ResourceSet) -> None:
     if root is None:
         return
     directory = set_directory(root, resource_set)
+    if directory is None:
+        return
     wanted = set()
     for document in _documents(resource_set):
         publish(resource_set, document)
@@ -144,7 +158,7 @@ def rebuild() -> None:
     wanted = set()
     for resource_set in ResourceSet.objects.select_related("provider", "capability_settings"):
         publish_set(resource_set)
-        wanted.add(set_directory(root, resource_set))
+        wanted.add(set_directory(root, resource_set))  # None for an unsafe slug: not in the tree
     base = root / URL_PREFIX
     if not base.is_dir():
         return

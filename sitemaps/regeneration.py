@@ -180,10 +180,12 @@ class _Run:
         self.max_bytes = settings.RESOURCESYNC_MAX_DOCUMENT_BYTES
 
     def run(self) -> RegenerationReport:
-        if self.capabilities.publish_resource_list:
-            self.resource_lists()
+        # Change Lists first: they are what destinations poll to stay fresh,
+        # and a Resource List page may take a second or two to rewrite.
         if self.capabilities.publish_change_list:
             self.change_lists()
+        if self.capabilities.publish_resource_list:
+            self.resource_lists()
         return self.report
 
     def snapshot_time(self) -> datetime:

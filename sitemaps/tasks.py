@@ -27,8 +27,12 @@ def regenerate_resource_set(self, resource_set_id: int, full: bool = False) -> s
     RegenerationState.objects.filter(resource_set=resource_set).update(scheduled_at=None)
     report = regenerate(resource_set, full=full)
     if report is None:
-        # Another run holds the set; come back once it should be done.
-        schedule(resource_set, delay=5)
+        # Another run holds the set. It checks for newer changes once it has
+        # let go (below), so only a full run must come back by itself.
+        if full:
+            regenerate_resource_set.apply_async(
+                args=(resource_set_id,), kwargs={"full": True}, countdown=5
+            )
         return "busy"
     newest = Change.objects.filter(resource_set=resource_set).order_by("-id").values("id").first()
     if newest and newest["id"] > report.through_change_id:

@@ -177,3 +177,16 @@ def test_nothing_is_published_when_documents_are_not_local_files(settings, publi
     created(resource_set, 3)
     assert IndexDocument.objects.filter(resource_set=resource_set).count() == 2
     assert not published_dir.exists()
+
+
+def test_a_slug_that_could_climb_out_is_never_published(published_dir):
+    """Slugs are validated by forms; one written around them must not become a path."""
+    resource_set = make_set()
+    created(resource_set, 2)
+    DataProvider.objects.filter(slug="acme").update(slug="..")
+    resource_set.refresh_from_db()
+    saved(resource_set)  # the tree is rebuilt from the rows, '..' and all
+    published = [path.relative_to(published_dir) for path in published_dir.rglob("*")]
+    assert all(path.parts[0] == "resourcesync" for path in published), published
+    assert not (published_dir / "articles").exists()
+    assert not (published_dir / "resourcesync" / "acme").exists(), "the old links are withdrawn"

@@ -1,0 +1,40 @@
+"""What the regeneration task does when another run holds the set."""
+
+from __future__ import annotations
+
+from unittest import mock
+
+import pytest
+from django.utils import timezone
+
+from sitemaps import tasks
+from sitemaps.models import RegenerationState
+
+from ..support import make_set
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def held():
+    """A set whose lease another run holds."""
+    resource_set = make_set()
+    RegenerationState.objects.create(resource_set=resource_set, running_since=timezone.now())
+    return resource_set
+
+
+def test_a_busy_set_leaves_new_changes_to_the_running_run(held):
+    """The running run looks for newer changes when it ends; a timer here would only
+    hold the slot and delay them (it made a change wait 5 s more)."""
+    with mock.patch.object(tasks.regenerate_resource_set, "apply_async") as queued:
+        assert tasks.regenerate_resource_set.apply(args=(held.pk,)).get() == "busy"
+    queued.assert_not_called()
+    assert RegenerationState.objects.get(resource_set=held).scheduled_at is None
+
+
+def test_a_busy_set_still_gets_its_full_regeneration(held):
+    """A full run asked for from the admin is not lost because a run was going on."""
+    with mock.patch.object(tasks.regenerate_resource_set, "apply_async") as queued:
+        result = tasks.regenerate_resource_set.apply(args=(held.pk,), kwargs={"full": True})
+        assert result.get() == "busy"
+    queued.assert_called_once_with(args=(held.pk,), kwargs={"full": True}, countdown=5)
