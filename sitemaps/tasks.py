@@ -10,10 +10,11 @@ from django.conf import settings
 from django.db.models import Q
 from django.utils import timezone
 
+from sources.generators import get_generator
 from sources.models import Change, ResourceSet
 
 from .models import RegenerationState
-from .regeneration import pending_changes, regenerate
+from .regeneration import change_watermark, pending_changes, regenerate
 
 logger = logging.getLogger(__name__)
 
@@ -36,8 +37,10 @@ def regenerate_resource_set(self, resource_set_id: int, full: bool = False) -> s
         return "busy"
     newest = Change.objects.filter(resource_set=resource_set).order_by("-id").values("id").first()
     if newest and newest["id"] > report.through_change_id:
-        # Changes arrived (or are not indexed yet) during the run.
-        schedule(resource_set, delay=1)
+        # Changes arrived during the run: their own timer found the set busy, so
+        # go again now if the generator can show them, else once indexing is on.
+        visible = change_watermark(resource_set, get_generator()) > report.through_change_id
+        schedule(resource_set, delay=0 if visible else 1)
     return str(report)
 
 

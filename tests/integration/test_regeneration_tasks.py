@@ -9,7 +9,10 @@ from django.utils import timezone
 
 from sitemaps import tasks
 from sitemaps.models import RegenerationState
+from sitemaps.regeneration import RegenerationReport
 
+from ..factories import ChangeFactory
+from ..support import ELASTICSEARCH_GENERATOR as GENERATOR
 from ..support import make_set
 
 pytestmark = pytest.mark.django_db
@@ -38,3 +41,21 @@ def test_a_busy_set_still_gets_its_full_regeneration(held):
         result = tasks.regenerate_resource_set.apply(args=(held.pk,), kwargs={"full": True})
         assert result.get() == "busy"
     queued.assert_called_once_with(args=(held.pk,), kwargs={"full": True}, countdown=5)
+
+
+@pytest.mark.parametrize(("indexed", "delay"), [(True, 0), (False, 1)])
+def test_changes_that_arrived_during_a_run_go_next(settings, indexed, delay):
+    """A change whose timer found the set busy is picked up as soon as the run ends,
+    at once when the generator can show it, else after a second (indexing)."""
+    settings.CELERY_TASK_ALWAYS_EAGER = False
+    settings.RESOURCESYNC_GENERATORS = {"default": {"BACKEND": GENERATOR}}
+    resource_set = make_set()
+    first = ChangeFactory(resource_set=resource_set, indexed=True)
+    ChangeFactory(resource_set=resource_set, indexed=indexed)  # arrived during the run
+    report = RegenerationReport(through_change_id=first.pk)
+    with (
+        mock.patch.object(tasks, "regenerate", return_value=report),
+        mock.patch.object(tasks.regenerate_resource_set, "apply_async") as queued,
+    ):
+        tasks.regenerate_resource_set.apply(args=(resource_set.pk,)).get()
+    queued.assert_called_once_with(args=(resource_set.pk,), countdown=delay)
