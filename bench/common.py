@@ -9,6 +9,7 @@ it over HTTP only, as the harvester and destinations do.
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import json
 import math
@@ -199,6 +200,14 @@ def url_entries(root: etree._Element) -> list[tuple[str, str]]:
         md = url.find(f"{RS}md")
         entries.append((url.findtext(f"{SM}loc"), md.get("hash", "") if md is not None else ""))
     return entries
+
+
+def add_portal_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of every benchmark that runs the portal (common.Portal)."""
+    parser.add_argument("--elasticsearch", default=DEFAULT_ELASTICSEARCH, metavar="URL")
+    parser.add_argument("--redis", default=DEFAULT_REDIS, metavar="URL", help="Celery broker")
+    parser.add_argument("--output", type=Path, help="results JSON (bench/results/...)")
+    parser.add_argument("--keep", action="store_true", help="keep the work folder and indices")
 
 
 # The portal under test

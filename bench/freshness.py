@@ -35,13 +35,12 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import (
-    DEFAULT_ELASTICSEARCH,
-    DEFAULT_REDIS,
     ENTRIES_PER_PAGE,
     RS,
     SM,
     BenchFailure,
     Portal,
+    add_portal_arguments,
     check,
     event,
     finish,
@@ -183,10 +182,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--size", type=int, default=75_000, help="resources loaded first (75,000)")
     parser.add_argument("--samples", type=int, default=10, help="changes posted and timed (10)")
-    parser.add_argument("--elasticsearch", default=DEFAULT_ELASTICSEARCH, metavar="URL")
-    parser.add_argument("--redis", default=DEFAULT_REDIS, metavar="URL", help="Celery broker")
-    parser.add_argument("--output", type=Path, help="results JSON (bench/results/...)")
-    parser.add_argument("--keep", action="store_true", help="keep the work folder and indices")
+    add_portal_arguments(parser)
     args = parser.parse_args(argv)
     if args.size < 1 or args.samples < 1:
         parser.error("--size and --samples must be positive")

@@ -38,9 +38,8 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import (
-    DEFAULT_ELASTICSEARCH,
-    DEFAULT_REDIS,
     Portal,
+    add_portal_arguments,
     check,
     event,
     finish,
@@ -245,10 +244,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--size", type=int, default=1_000_000, help="resources (1,000,000)")
     parser.add_argument("--batch", type=int, default=10_000, help="events per request (10,000)")
-    parser.add_argument("--elasticsearch", default=DEFAULT_ELASTICSEARCH, metavar="URL")
-    parser.add_argument("--redis", default=DEFAULT_REDIS, metavar="URL", help="Celery broker")
-    parser.add_argument("--output", type=Path, help="results JSON (bench/results/...)")
-    parser.add_argument("--keep", action="store_true", help="keep the work folder and indices")
+    add_portal_arguments(parser)
     args = parser.parse_args(argv)
     if args.size < 1 or args.batch < 1:
         parser.error("--size and --batch must be positive")

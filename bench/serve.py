@@ -47,14 +47,13 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import (
-    DEFAULT_ELASTICSEARCH,
-    DEFAULT_REDIS,
     ENTRIES_PER_PAGE,
     FRONT_PORT,
     NGINX_PORT,
     REPO,
     BenchFailure,
     Portal,
+    add_portal_arguments,
     check,
     finish,
     log,
@@ -402,10 +401,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--size", type=int, default=ENTRIES_PER_PAGE, help="entries (50,000)")
     parser.add_argument("--duration", type=int, default=10, help="seconds per timed run (10)")
     parser.add_argument("--rounds", type=int, default=3, help="alternations of the servers (3)")
-    parser.add_argument("--elasticsearch", default=DEFAULT_ELASTICSEARCH, metavar="URL")
-    parser.add_argument("--redis", default=DEFAULT_REDIS, metavar="URL", help="Celery broker")
-    parser.add_argument("--output", type=Path, help="results JSON (bench/results/...)")
-    parser.add_argument("--keep", action="store_true", help="keep the work folder and indices")
+    add_portal_arguments(parser)
     args = parser.parse_args(argv)
     if not 1 <= args.size <= ENTRIES_PER_PAGE:
         parser.error(f"--size must be 1 to {ENTRIES_PER_PAGE:,}: one page")

@@ -97,52 +97,51 @@ def _replace_link(link: Path, target: Path | None) -> None:
     os.replace(temporary, link)
 
 
+def _directory(resource_set: ResourceSet) -> Path | None:
+    """The set's folder when publishing is on and its slugs are safe, else None."""
+    root = published_root()
+    return None if root is None else set_directory(root, resource_set)
+
+
+def _current_version(resource_set: ResourceSet, document: StoredDocument) -> Path | None:
+    """The file the public name should point at; None when it must not be in the tree."""
+    if document.storage_name and is_public(resource_set, document.kind):
+        return Path(document_storage().path(document.storage_name))
+    return None
+
+
+def _link(directory: Path, name: str, target: Path | None) -> None:
+    if target is not None:
+        directory.mkdir(parents=True, exist_ok=True)
+    link = directory / name
+    twin = target.with_name(target.name + GZIP_SUFFIX) if target is not None else None
+    # The twin first: a reader asking for gzip never gets a version older than the plain one.
+    _replace_link(link.with_name(link.name + GZIP_SUFFIX), twin)
+    _replace_link(link, target)
+
+
 def publish(resource_set: ResourceSet, document: StoredDocument) -> None:
     """Point the document's public name at its current version, or withdraw it."""
-    root = published_root()
-    if root is None:
-        return
-    directory = set_directory(root, resource_set)
-    if directory is None:
-        return
-    target = None
-    if document.storage_name and is_public(resource_set, document.kind):
-        target = Path(document_storage().path(document.storage_name))
-        directory.mkdir(parents=True, exist_ok=True)
-    link = directory / document.public_name
-    # The twin first: a reader asking for gzip never gets a version older than the plain one.
-    _replace_link(link.with_name(link.name + GZIP_SUFFIX), _twin(target))
-    _replace_link(link, target)
+    directory = _directory(resource_set)
+    if directory is not None:
+        _link(directory, document.public_name, _current_version(resource_set, document))
 
 
 def withdraw(resource_set: ResourceSet, document: StoredDocument) -> None:
     """Remove a document that is going away (an emptied page)."""
-    root = published_root()
-    if root is None:
-        return
-    directory = set_directory(root, resource_set)
-    if directory is None:
-        return
-    link = directory / document.public_name
-    _replace_link(link.with_name(link.name + GZIP_SUFFIX), None)
-    _replace_link(link, None)
-
-
-def _twin(target: Path | None) -> Path | None:
-    return target.with_name(target.name + GZIP_SUFFIX) if target is not None else None
+    directory = _directory(resource_set)
+    if directory is not None:
+        _link(directory, document.public_name, None)
 
 
 def publish_set(resource_set: ResourceSet) -> None:
     """Bring one set's directory in line with its rows and its visibility."""
-    root = published_root()
-    if root is None:
-        return
-    directory = set_directory(root, resource_set)
+    directory = _directory(resource_set)
     if directory is None:
         return
     wanted = set()
     for document in _documents(resource_set):
-        publish(resource_set, document)
+        _link(directory, document.public_name, _current_version(resource_set, document))
         wanted.update({document.public_name, document.public_name + GZIP_SUFFIX})
     if directory.is_dir():
         for entry in directory.iterdir():

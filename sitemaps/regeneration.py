@@ -266,9 +266,7 @@ class _Run:
             )
 
         def save(page: ResourceListPage, result) -> tuple[str, str, int, int]:
-            name, etag = save_document(
-                self.directory, f"resourcelist-{page.number}.xml", result.content
-            )
+            name, etag = save_document(self.directory, page.public_name, result.content)
             return name, etag, result.entries, len(result.content)
 
         def work(positions: list[int], in_index: bool, channel) -> None:

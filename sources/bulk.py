@@ -14,6 +14,8 @@ from typing import Any
 import orjson
 from django.db import connection, models
 
+from .models import Resource
+
 Adapter = Callable[[Any], Any]
 
 
@@ -89,8 +91,6 @@ class BulkWriter:
 
 def keys_by_uri(resource_set_id: int, uris: Sequence[str]) -> dict[str, int]:
     """{uri: id} of the set's resources among `uris`: one plain query per 2,000."""
-    from .models import Resource
-
     meta = Resource._meta
     quote = connection.ops.quote_name
     found: dict[str, int] = {}

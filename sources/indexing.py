@@ -131,8 +131,9 @@ def _set_paths(set_ids: Iterable[int]) -> dict[int, str]:
 def _index_resources(keys: set[int]) -> None:
     """Index the current rows of these resources; delete the ones gone."""
     index = resources_index._name
-    for start in range(0, len(keys), BATCH_SIZE):
-        chunk = sorted(keys)[start : start + BATCH_SIZE]
+    ordered = sorted(keys)
+    for start in range(0, len(ordered), BATCH_SIZE):
+        chunk = ordered[start : start + BATCH_SIZE]
         rows = list(Resource.objects.filter(pk__in=chunk).values(*RESOURCE_FIELDS))
         paths = _set_paths(row["resource_set_id"] for row in rows)
         bulk = _Bulk()

@@ -37,6 +37,18 @@ def make_set(
     return resource_set
 
 
+def store_documents_in(settings, location: Path) -> Path:
+    """Write and serve the generated documents from local files under `location`."""
+    settings.STORAGES = {
+        **settings.STORAGES,
+        "resourcesync": {
+            "BACKEND": "django.core.files.storage.FileSystemStorage",
+            "OPTIONS": {"location": str(location)},
+        },
+    }
+    return location
+
+
 def event(change: str, name: str, *, version: int = 1, **fields) -> Event:
     """An event for `http://data.example.org/<name>` whose hash depends on the version."""
     uri = f"http://data.example.org/{name}"

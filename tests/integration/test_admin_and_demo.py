@@ -11,7 +11,7 @@ from lxml import etree
 
 from sources.models import Change, DataProvider, Resource, ResourceSet
 
-from ..support import NS, created, make_set
+from ..support import NS, created, make_set, store_documents_in
 
 pytestmark = pytest.mark.django_db
 
@@ -101,13 +101,7 @@ def test_entries_per_document_is_limited_to_the_sitemap_maximum(admin_client):
 
 def test_demo_files_download_with_the_published_hashes(client, settings, tmp_path):
     settings.DATA_DIR = tmp_path
-    settings.STORAGES = {
-        **settings.STORAGES,
-        "resourcesync": {
-            "BACKEND": "django.core.files.storage.FileSystemStorage",
-            "OPTIONS": {"location": str(tmp_path / "documents")},
-        },
-    }
+    store_documents_in(settings, tmp_path / "documents")
     call_command("load_demo", articles=30)
     resource_set = ResourceSet.objects.get(slug="articles")
     # 30 articles with a metadata record each, less one deleted pair.

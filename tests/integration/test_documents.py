@@ -14,7 +14,7 @@ from sitemaps.regeneration import regenerate
 from sources.models import ApiToken, Change
 from sources.services import ingest_events
 
-from ..support import NS, assert_valid, created, event, ingest, make_set
+from ..support import NS, assert_valid, created, event, ingest, make_set, store_documents_in
 
 BASE = "/resourcesync/acme/articles"
 pytestmark = pytest.mark.django_db
@@ -22,13 +22,7 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture(autouse=True)
 def storage(settings, tmp_path):
-    settings.STORAGES = {
-        **settings.STORAGES,
-        "resourcesync": {
-            "BACKEND": "django.core.files.storage.FileSystemStorage",
-            "OPTIONS": {"location": str(tmp_path / "documents")},
-        },
-    }
+    store_documents_in(settings, tmp_path / "documents")
 
 
 def parse(value: str) -> datetime:

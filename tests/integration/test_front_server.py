@@ -20,7 +20,7 @@ import pytest
 
 from sources.models import ApiToken
 
-from ..support import created, event, ingest, make_set
+from ..support import created, event, ingest, make_set, store_documents_in
 
 pytestmark = pytest.mark.django_db(transaction=True)
 SERVER_BLOCK = Path(__file__).resolve().parents[2] / "deploy" / "nginx.conf"
@@ -35,15 +35,7 @@ def free_port() -> int:
 
 @pytest.fixture
 def storage(settings, tmp_path) -> Path:
-    location = tmp_path / "documents"
-    settings.STORAGES = {
-        **settings.STORAGES,
-        "resourcesync": {
-            "BACKEND": "django.core.files.storage.FileSystemStorage",
-            "OPTIONS": {"location": str(location)},
-        },
-    }
-    return location
+    return store_documents_in(settings, tmp_path / "documents")
 
 
 @pytest.fixture

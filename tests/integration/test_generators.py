@@ -20,7 +20,7 @@ from sources.models import ResourceSet
 from sources.services import ingest_events
 
 from ..support import ELASTICSEARCH_GENERATOR as GENERATOR
-from ..support import event, make_set
+from ..support import event, make_set, store_documents_in
 
 pytestmark = pytest.mark.django_db
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
@@ -174,13 +174,7 @@ def test_backends_write_byte_identical_documents(settings, tmp_path, use_elastic
     index_pending_changes()
     documents = {}
     for name, path in BACKENDS.items():
-        settings.STORAGES = {
-            **settings.STORAGES,
-            "resourcesync": {
-                "BACKEND": "django.core.files.storage.FileSystemStorage",
-                "OPTIONS": {"location": str(tmp_path / name)},
-            },
-        }
+        store_documents_in(settings, tmp_path / name)
         settings.RESOURCESYNC_GENERATORS = {"default": {"BACKEND": path}}
         ResourceListPage.objects.all().delete()
         ChangeListPage.objects.all().delete()
@@ -216,13 +210,7 @@ def test_pages_built_in_forked_workers_equal_pages_built_in_process(
     monkeypatch.setattr(regeneration, "build_resource_list", recording_build)
     documents = {}
     for name, path in BACKENDS.items():
-        settings.STORAGES = {
-            **settings.STORAGES,
-            "resourcesync": {
-                "BACKEND": "django.core.files.storage.FileSystemStorage",
-                "OPTIONS": {"location": str(tmp_path / name)},
-            },
-        }
+        store_documents_in(settings, tmp_path / name)
         settings.RESOURCESYNC_GENERATORS = {"default": {"BACKEND": path}}
         ResourceListPage.objects.all().delete()
         RegenerationState.objects.all().delete()

@@ -40,7 +40,7 @@ from sources.models import (
 )
 from sources.services import ingest_events
 
-from ..support import NS
+from ..support import NS, store_documents_in
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -49,13 +49,7 @@ ENTRIES_PER_DOCUMENT = 3
 
 @pytest.fixture(autouse=True)
 def storage(settings, tmp_path: Path) -> None:
-    settings.STORAGES = {
-        **settings.STORAGES,
-        "resourcesync": {
-            "BACKEND": "django.core.files.storage.FileSystemStorage",
-            "OPTIONS": {"location": str(tmp_path / "documents")},
-        },
-    }
+    store_documents_in(settings, tmp_path / "documents")
 
 
 @pytest.fixture

@@ -19,7 +19,7 @@ from sitemaps.models import IndexDocument, ResourceListPage
 from sitemaps.regeneration import regenerate
 from sources.models import DataProvider
 
-from ..support import created, event, ingest, make_set
+from ..support import created, event, ingest, make_set, store_documents_in
 
 pytestmark = pytest.mark.django_db
 BASE = "/resourcesync/acme/articles"
@@ -27,13 +27,7 @@ BASE = "/resourcesync/acme/articles"
 
 @pytest.fixture(autouse=True)
 def storage(settings, tmp_path):
-    settings.STORAGES = {
-        **settings.STORAGES,
-        "resourcesync": {
-            "BACKEND": "django.core.files.storage.FileSystemStorage",
-            "OPTIONS": {"location": str(tmp_path / "documents")},
-        },
-    }
+    store_documents_in(settings, tmp_path / "documents")
 
 
 def tree(published_dir: Path, path: str = "acme/articles") -> dict[str, Path]:

@@ -11,7 +11,7 @@ from sitemaps.models import IndexDocument
 from sources.models import ResourceSet
 from sources.services import ingest_events
 
-from ..support import event, make_set
+from ..support import event, make_set, store_documents_in
 
 
 @pytest.fixture
@@ -22,13 +22,7 @@ def celery_worker_env(tmp_path) -> dict[str, str]:
 @pytest.fixture
 def shared_storage(settings, tmp_path):
     """The worker writes documents where this process serves them from."""
-    settings.STORAGES = {
-        **settings.STORAGES,
-        "resourcesync": {
-            "BACKEND": "django.core.files.storage.FileSystemStorage",
-            "OPTIONS": {"location": str(tmp_path / "worker" / "test-documents")},
-        },
-    }
+    store_documents_in(settings, tmp_path / "worker" / "test-documents")
 
 
 def test_admin_regenerate_now_runs_on_the_worker(celery_worker, shared_storage, admin_client):
