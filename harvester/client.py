@@ -2,10 +2,11 @@
 
 Every GET goes through `HarvestClient.fetch`, which retries network errors,
 429 and 5xx answers with exponential backoff and then fails with one clear
-`FetchError`. The bearer token is sent only to the Capability List's origin
-(httpx drops it on redirects elsewhere), and no request, redirects included,
-leaves the configured `allowed_hosts`, so a hostile list cannot point the
-harvester at internal services.
+`FetchError`. The bearer token is sent only to the origin of the URL the user
+gave (httpx drops it on redirects elsewhere), and no request, redirects
+included, leaves the configured `allowed_hosts` (scheme, host and port, with
+subdomains), so a hostile list cannot point the harvester at internal
+services, not even at another port of the source's own host.
 """
 
 from __future__ import annotations
@@ -18,21 +19,29 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from harvester.config import HarvestConfig
+from harvester.config import DEFAULT_PORTS, HarvestConfig
 
 T = TypeVar("T")
 
 USER_AGENT = "resourcesync-portal-harvester/0.1"
 _RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
+#: Answers that say the resource is not there (any more).
+GONE_STATUSES = frozenset({404, 410})
 
 
 class FetchError(Exception):
     """A GET failed for good: after retries, or at once for a 4xx or a refused URL."""
 
-    def __init__(self, url: str, reason: str) -> None:
+    def __init__(self, url: str, reason: str, *, status: int | None = None) -> None:
         super().__init__(f"GET {url} failed: {reason}")
         self.url = url
         self.reason = reason
+        self.status = status
+
+    @property
+    def gone(self) -> bool:
+        """The source answered that the resource is not there (404 or 410)."""
+        return self.status in GONE_STATUSES
 
 
 class HarvestClient:
@@ -47,6 +56,7 @@ class HarvestClient:
     ) -> None:
         self.config = config
         self._sleep = sleep
+        self._allowed = tuple(_split_origin(origin) for origin in config.allowed_hosts)
         self._http = httpx.Client(
             timeout=httpx.Timeout(config.timeout),
             follow_redirects=True,
@@ -72,13 +82,19 @@ class HarvestClient:
         self._http.close()
 
     def is_allowed(self, url: str) -> bool:
-        """Whether `url` is http(s) on an allowed host or one of its subdomains."""
+        """Whether `url` has an allowed scheme and port, on an allowed host or a subdomain."""
         parts = urlsplit(url)
-        host = (parts.hostname or "").rstrip(".")
-        if parts.scheme not in ("http", "https") or not host:
+        scheme, host = parts.scheme.lower(), (parts.hostname or "").rstrip(".")
+        if scheme not in DEFAULT_PORTS or not host:
+            return False
+        try:
+            port = parts.port or DEFAULT_PORTS[scheme]
+        except ValueError:
             return False
         return any(
-            host == allowed or host.endswith("." + allowed) for allowed in self.config.allowed_hosts
+            (scheme, port) == (allowed_scheme, allowed_port)
+            and (host == allowed_host or host.endswith("." + allowed_host))
+            for allowed_scheme, allowed_host, allowed_port in self._allowed
         )
 
     def fetch_document(self, url: str) -> bytes:
@@ -119,7 +135,8 @@ class HarvestClient:
                     if response.status_code in _RETRY_STATUSES:
                         last_reason = f"HTTP {response.status_code}"
                     elif response.status_code >= 400:
-                        raise FetchError(url, f"HTTP {response.status_code}")
+                        status = response.status_code
+                        raise FetchError(url, f"HTTP {status}", status=status)
                     else:
                         return consume(response)
             except httpx.TransportError as error:
@@ -141,6 +158,13 @@ class HarvestClient:
     def _refuse_foreign_hosts(self, request: httpx.Request) -> None:
         if not self.is_allowed(str(request.url)):
             raise FetchError(str(request.url), "redirected to a host that is not allowed")
+
+
+def _split_origin(origin: str) -> tuple[str, str, int]:
+    """`scheme://host:port` (as the config normalises it) as its three parts."""
+    scheme, _, rest = origin.partition("://")
+    host, _, port = rest.rpartition(":")
+    return scheme, host, int(port)
 
 
 def _origin(url: str) -> str:

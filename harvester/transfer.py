@@ -22,6 +22,7 @@ from harvester.session import HarvestSession
 from harvester.state import ResourceRecord
 from harvester.storage import (
     Expected,
+    SizeLimitError,
     StoredFile,
     VerificationError,
     check,
@@ -63,11 +64,13 @@ def download_one(session: HarvestSession, entry: Entry) -> Result:
                         expected,
                         session.config.hash_algorithms,
                         modified=entry.lastmod,
+                        limit=session.config.max_resource_bytes,
                     ),
                     headers={"Accept-Encoding": "identity"},
                 )
             except (FetchError, VerificationError, httpx.HTTPError) as error:
                 errors.append(error)
+            # SizeLimitError is not caught: a mirror is no smaller.
         if len(errors) == 1:
             raise errors[0]
         reason = "; ".join(map(str, errors)) or "the URL is not on an allowed host"
@@ -87,7 +90,7 @@ def store_entry(session: HarvestSession, entry: Entry, write: Writer) -> Result:
             return Outcome(entry.loc, Action.DOWNLOADED, bytes=entry.length or 0), None
         expected = Expected.from_entry(entry, session.config.hash_algorithms)
         stored = write(target, expected)
-    except (UnsafePathError, VerificationError, FetchError, OSError) as error:
+    except (UnsafePathError, VerificationError, SizeLimitError, FetchError, OSError) as error:
         return Outcome(entry.loc, Action.FAILED, reason=str(error)), None
     record = ResourceRecord(
         path=target.relative_to(session.destination).as_posix(),

@@ -787,3 +787,24 @@ def test_task_runs_the_harvest(source: Source, destination: Path, tmp_path: Path
 
     assert (result["ok"], result["downloaded"], result["failed"]) == (True, 1, 0)
     assert copy_of(source, destination, "a").read_bytes() == b"a v1"
+
+
+def test_resource_without_length_or_hash_is_capped_with_a_clear_failure(
+    source: Source, destination: Path, tmp_path: Path
+) -> None:
+    """Nothing bounds an unlisted length but the configured cap."""
+    source.put("big", b"x" * 5000)
+    source.put("small", b"y" * 10)
+    resources = [Resource(uri=source.url(name), lastmod=AT) for name in ("big", "small")]
+    source.capability_list(resourcelist=resource_list(source, resources))
+    config = write_config(tmp_path, source, destination)
+    config.write_text(config.read_text() + "max_resource_bytes: 1000\n")
+    err = io.StringIO()
+
+    with pytest.raises(CommandError, match="1 failed"):
+        call_command("harvest", str(config), "--baseline", stdout=io.StringIO(), stderr=err)
+
+    assert f"FAILED {source.url('big')}: larger than the limit of 1000 bytes" in err.getvalue()
+    assert "max_resource_bytes" in err.getvalue()
+    assert not copy_of(source, destination, "big").exists()
+    assert copy_of(source, destination, "small").read_bytes() == b"y" * 10
