@@ -16,6 +16,14 @@ class Action(StrEnum):
     DELETED = "deleted"
     SKIPPED = "skipped"
     FAILED = "failed"
+    #: Listed by the Resource List but not there when a baseline fetched it.
+    GONE = "gone"
+    #: Listed by the Resource List, but its bytes differed when a baseline fetched it.
+    CHANGED = "changed"
+
+
+#: What a baseline leaves to the next incremental run instead of failing.
+DEFERRED = frozenset({Action.GONE, Action.CHANGED})
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +73,7 @@ class SyncReport:
     skipped: int = 0
     bytes: int = 0
     failures: list[Outcome] = field(default_factory=list)
+    deferred: list[Outcome] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     audit: AuditResult | None = None
     started: float = field(default_factory=time.monotonic)
@@ -74,6 +83,16 @@ class SyncReport:
     def failed(self) -> int:
         """How many resources, documents or packages failed."""
         return len(self.failures)
+
+    @property
+    def gone(self) -> int:
+        """Resources that disappeared between the Resource List and their GET."""
+        return sum(1 for outcome in self.deferred if outcome.action is Action.GONE)
+
+    @property
+    def changed(self) -> int:
+        """Resources whose bytes changed between the Resource List and their GET."""
+        return sum(1 for outcome in self.deferred if outcome.action is Action.CHANGED)
 
     @property
     def ok(self) -> bool:
@@ -94,6 +113,8 @@ class SyncReport:
             self.deleted += 1
         elif outcome.action is Action.SKIPPED:
             self.skipped += 1
+        elif outcome.action in DEFERRED:
+            self.deferred.append(outcome)
         else:
             self.failures.append(outcome)
 
@@ -111,10 +132,16 @@ class SyncReport:
                 f"failed {self.failed} {took}"
             )
         verb = "would download" if self.dry_run else "downloaded"
+        deferred = (
+            f"; {self.gone} gone and {self.changed} changed while read, "
+            "left to the next incremental run"
+            if self.deferred
+            else ""
+        )
         return (
             f"{self.mode}{' (dry run)' if self.dry_run else ''}: {verb} {self.downloaded}, "
             f"deleted {self.deleted}, skipped {self.skipped}, failed {self.failed}, "
-            f"{_size(self.bytes)} {took}"
+            f"{_size(self.bytes)} {took}{deferred}"
         )
 
     def as_dict(self) -> dict[str, Any]:
@@ -132,7 +159,13 @@ class SyncReport:
             "failed": self.failed,
             "bytes": self.bytes,
             "seconds": round(self.elapsed, 3),
+            "gone": self.gone,
+            "changed": self.changed,
             "failures": [{"uri": item.uri, "reason": item.reason} for item in self.failures],
+            "deferred": [
+                {"uri": item.uri, "action": item.action.value, "reason": item.reason}
+                for item in self.deferred
+            ],
             "warnings": list(self.warnings),
         }
         if self.audit is not None:

@@ -100,6 +100,9 @@ class Command(BaseCommand):
         for warning in report.warnings:
             self.stderr.write(f"warning: {warning}")
         _write_capped(self.stderr.write, [f"FAILED {f.uri}: {f.reason}" for f in report.failures])
+        _write_capped(
+            self.stdout.write, [f"{d.action.value} {d.uri}: {d.reason}" for d in report.deferred]
+        )
         if report.audit is not None:
             lines = [f"missing {uri}" for uri in report.audit.missing]
             lines += [f"extra {path}" for path in report.audit.extra]
