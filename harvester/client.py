@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from types import TracebackType
 from typing import TypeVar
-from urllib.parse import urlsplit
+from urllib.parse import urljoin, urlsplit
 
 import httpx
 
@@ -42,6 +43,16 @@ class FetchError(Exception):
     def gone(self) -> bool:
         """The source answered that the resource is not there (404 or 410)."""
         return self.status in GONE_STATUSES
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    """A document or web page as discovery needs it: its body and where it links to."""
+
+    url: str
+    body: bytes
+    #: Targets of `Link: <...>; rel="..."` headers, by relation, made absolute.
+    links: dict[str, str]
 
 
 class HarvestClient:
@@ -99,20 +110,33 @@ class HarvestClient:
 
     def fetch_document(self, url: str) -> bytes:
         """GET a ResourceSync document, refusing it once it passes the size limit."""
-        limit = self.config.max_document_bytes
+        return self.fetch(url, self._read_document)
 
-        def read(response: httpx.Response) -> bytes:
-            declared = response.headers.get("Content-Length", "")
-            if declared.isdigit() and int(declared) > limit:
-                raise FetchError(url, f"document is larger than the limit of {limit} bytes")
-            body = bytearray()
-            for chunk in response.iter_bytes():
-                body += chunk
-                if len(body) > limit:
-                    raise FetchError(url, f"document is larger than the limit of {limit} bytes")
-            return bytes(body)
+    def fetch_page(self, url: str) -> Page:
+        """GET a document or web page (same size limit) with the targets of its Link headers."""
+
+        def read(response: httpx.Response) -> Page:
+            links = {
+                str(rel): urljoin(str(response.url), link["url"])
+                for rel, link in response.links.items()
+                if rel and link.get("url")
+            }
+            return Page(url=url, body=self._read_document(response), links=links)
 
         return self.fetch(url, read)
+
+    def _read_document(self, response: httpx.Response) -> bytes:
+        """The body, refused once it passes `max_document_bytes`."""
+        limit, url = self.config.max_document_bytes, str(response.request.url)
+        declared = response.headers.get("Content-Length", "")
+        if declared.isdigit() and int(declared) > limit:
+            raise FetchError(url, f"document is larger than the limit of {limit} bytes")
+        body = bytearray()
+        for chunk in response.iter_bytes():
+            body += chunk
+            if len(body) > limit:
+                raise FetchError(url, f"document is larger than the limit of {limit} bytes")
+        return bytes(body)
 
     def fetch(
         self,

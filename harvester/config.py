@@ -102,6 +102,12 @@ class HarvestConfig:
     delete: bool = True
     allowed_hosts: tuple[str, ...] = ()
 
+    def require_capability_list_url(self) -> str:
+        """The Capability List's URL, which a `source_url` only gives after discovery."""
+        if self.capability_list_url is None:
+            raise ValueError(f"no Capability List discovered yet from {self.source_url}")
+        return self.capability_list_url
+
     @property
     def source_origin(self) -> str:
         """Scheme, host and port of the URL the user gave: the only place a token goes."""

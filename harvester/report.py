@@ -76,6 +76,8 @@ class SyncReport:
     deferred: list[Outcome] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     audit: AuditResult | None = None
+    #: With several sets: each set's own report, by its folder under the destination.
+    sets: dict[str, SyncReport] = field(default_factory=dict)
     started: float = field(default_factory=time.monotonic)
     finished: float | None = None
 
@@ -168,6 +170,8 @@ class SyncReport:
             ],
             "warnings": list(self.warnings),
         }
+        if self.sets:
+            result["sets"] = {folder: part.as_dict() for folder, part in self.sets.items()}
         if self.audit is not None:
             result["audit"] = {
                 "same": self.audit.same,

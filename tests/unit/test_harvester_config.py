@@ -120,3 +120,30 @@ def test_bad_config_names_the_key(tmp_path: Path, text: str, key: str) -> None:
 def test_missing_file_is_a_config_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="cannot read"):
         load_config(tmp_path / "absent.yaml")
+
+
+def test_a_source_url_instead_of_a_capability_list(tmp_path: Path) -> None:
+    config = load(
+        tmp_path, "source_url: http://data.example.org:8080/\nset: articles\ndestination: m\n"
+    )
+
+    assert (config.source_url, config.capability_list_url) == (
+        "http://data.example.org:8080/",
+        None,
+    )
+    assert config.set_name == "articles"
+    assert config.allowed_hosts == ("http://data.example.org:8080",)
+
+
+@pytest.mark.parametrize(
+    ("text", "key"),
+    [
+        (f"capability_list_url: {URL}\nsource_url: {URL}\ndestination: m\n", "source_url"),
+        (f"capability_list_url: {URL}\nset: a\ndestination: m\n", "set"),
+        ("source_url: example.org\ndestination: m\n", "source_url"),
+        (f"source_url: {URL}\nset: ''\ndestination: m\n", "set"),
+    ],
+)
+def test_bad_source_names_the_key(tmp_path: Path, text: str, key: str) -> None:
+    with pytest.raises(ConfigError, match=f"config key '{key}'"):
+        load(tmp_path, text)
