@@ -167,6 +167,8 @@ def _source(data: dict[str, Any]) -> tuple[str, str | None]:
         return _required_url(data, "source_url"), None
     if "set" in data:
         raise ConfigError("set", "picks a set of a source_url; a Capability List is one set")
+    if "capability_list_url" not in data:
+        raise ConfigError("capability_list_url", "is required, or a source_url to discover it")
     url = _required_url(data, "capability_list_url")
     return url, url
 

@@ -77,6 +77,8 @@ class Discovery:
             self.tried.append(f"{page.url}: not a ResourceSync document ({error})")
             return None
         if document.capability == Capability.DESCRIPTION:
+            if not document.entries:
+                self.tried.append(f"{page.url}: a Source Description that lists no set")
             return [entry.loc for entry in document.entries]
         if document.capability == Capability.CAPABILITY_LIST:
             return [page.url]
@@ -87,6 +89,7 @@ class Discovery:
         return [urljoin(page.url, up.href)]
 
     def get(self, url: str) -> Page | None:
+        """The page at `url`, or None (noted) when it cannot be fetched."""
         try:
             return self.client.fetch_page(url)
         except FetchError as error:

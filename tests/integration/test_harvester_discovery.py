@@ -232,3 +232,10 @@ def test_discovery_follows_no_link_off_the_allowed_hosts(site: Site, tmp_path: P
         HarvestError, match=r"capabilitylist\.xml failed: the URL is not on an allowed"
     ):
         run_harvest(make_config(tmp_path / "m", source_url=site.url()), Mode.BASELINE)
+
+
+def test_a_source_description_without_sets_is_said_so(site: Site, tmp_path: Path) -> None:
+    description = site.source_description()
+
+    with pytest.raises(HarvestError, match="a Source Description that lists no set"):
+        run_harvest(make_config(tmp_path / "m", source_url=description), Mode.BASELINE)
