@@ -335,3 +335,28 @@ def test_a_change_published_after_an_incremental_run_is_still_harvested(
     assert "downloaded 0" in early, early
     assert "downloaded 1" in late, late
     assert tree(mirror) == published.files()
+
+
+def test_harvest_from_the_portals_base_url_finds_every_public_set(
+    portal: str, tmp_path: Path
+) -> None:
+    """Discovery through the portal's well-known Source Description: a folder per set."""
+    articles = PublishedSet(portal, tmp_path / "articles", "articles")
+    log = PublishedSet(portal, tmp_path / "log", "log")
+    articles.ingest([articles.write(f"a{n}.txt", article(n)) for n in range(4)])
+    log.ingest([log.write("entry.txt", article(9))])
+    config = tmp_path / "harvest.yaml"
+    config.write_text(f"source_url: {portal}/\ndestination: mirror\nretries: 1\ntimeout: 10\n")
+
+    out = harvest(config)
+
+    assert out.splitlines()[-1].startswith("baseline: downloaded 5, deleted 0, skipped 0, failed 0")
+    assert tree(articles.mirror(tmp_path / "mirror" / "articles")) == articles.files()
+    assert tree(log.mirror(tmp_path / "mirror" / "log")) == log.files()
+
+    one_set = tmp_path / "one.yaml"
+    one_set.write_text(f"source_url: {portal}/\nset: log\ndestination: one\nretries: 1\n")
+    out = harvest(one_set)
+
+    assert out.startswith("baseline: downloaded 1, deleted 0, skipped 0, failed 0"), out
+    assert tree(log.mirror(tmp_path / "one")) == log.files()
