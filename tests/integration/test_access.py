@@ -157,3 +157,19 @@ def test_the_change_log_view_keeps_its_url():
     match = resolve(reverse("api:changes", args=("acme", "private")))
 
     assert match.func.view_class is ChangeLogApi
+
+
+# --- Rate limits (the cross-process count: tests/integration/test_deployment.py) ---------
+
+
+def test_an_unavailable_cache_does_not_refuse_requests(client, protected, monkeypatch):
+    from django.core.cache import cache
+    from django.db import OperationalError
+
+    def locked(*args, **kwargs):
+        raise OperationalError("database is locked")
+
+    monkeypatch.setattr(cache, "get", locked)
+    key = key_of(provider=protected.provider)
+
+    assert client.get(API, headers={"Authorization": f"Token {key}"}).status_code == 200
