@@ -1,6 +1,7 @@
 # Developer entry points.
-#   make test    the whole suite against real Elasticsearch and Redis, started
-#                (and stopped afterwards) by scripts/services.sh;
+#   make test    the whole suite against real Elasticsearch, Redis and PostgreSQL,
+#                started (and stopped afterwards) by scripts/services.sh, once on
+#                SQLite and once on PostgreSQL (TEST_DATABASES="sqlite postgres");
 #                extra pytest arguments: make test PYTEST_ARGS="-k ingest -x"
 #   make run     the portal with demo data on http://127.0.0.1:8000/ (SQLite,
 #                eager Celery: no other service needed)
@@ -15,8 +16,11 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.requirements.stamp
 ES_PORT ?= 9200
 REDIS_PORT ?= 6379
-export ES_PORT REDIS_PORT
+PG_PORT ?= 5433
+export ES_PORT REDIS_PORT PG_PORT
 PYTEST_ARGS ?=
+TEST_DATABASES ?= sqlite postgres
+export TEST_DATABASES
 RUN_URL := http://127.0.0.1:8000
 
 .PHONY: help venv install test run lint bench bench-smoke services-start services-stop services-status
@@ -38,7 +42,8 @@ $(STAMP): requirements.txt requirements-dev.txt | $(BIN)/python
 test: install
 	ELASTICSEARCH_TEST_URL=http://127.0.0.1:$(ES_PORT) \
 	REDIS_TEST_URL=redis://127.0.0.1:$(REDIS_PORT)/15 \
-	scripts/services.sh run $(BIN)/pytest $(PYTEST_ARGS)
+	POSTGRES_TEST_URL=postgres://resourcesync@127.0.0.1:$(PG_PORT)/resourcesync \
+	scripts/services.sh run scripts/test.sh $(PYTEST_ARGS)
 
 run: install
 	$(BIN)/python manage.py migrate

@@ -198,6 +198,12 @@ RESOURCESYNC_GENERATORS = {
 RESOURCESYNC_MAX_DOCUMENT_BYTES = int(
     os.environ.get("RESOURCESYNC_MAX_DOCUMENT_BYTES", 50 * 1024 * 1024)
 )
+# A superseded document version stays readable this long (a reader may have
+# found its name just before the swap); then cleanup deletes it, with any file a
+# killed run left (sitemaps/cleanup.py).
+RESOURCESYNC_SUPERSEDED_GRACE_SECONDS = int(
+    os.environ.get("RESOURCESYNC_SUPERSEDED_GRACE_SECONDS", 300)
+)
 # Public documents are also linked, under their URL paths, in this folder for a
 # front web server to send without Python (sitemaps/publishing.py and
 # deploy/nginx.conf). Only with local storage; empty turns it off.
@@ -247,6 +253,10 @@ CELERY_BEAT_SCHEDULE = {
     "regenerate-due-sets": {
         "task": "sitemaps.tasks.regenerate_due_sets",
         "schedule": timedelta(seconds=30),
+    },
+    "cleanup-documents": {
+        "task": "sitemaps.tasks.cleanup_documents",
+        "schedule": timedelta(minutes=5),
     },
 }
 

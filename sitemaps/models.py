@@ -131,3 +131,17 @@ class RegenerationState(models.Model):
 
     def __str__(self) -> str:
         return f"Regeneration of {self.resource_set}"
+
+
+class RetiredDocument(models.Model):
+    """A superseded version, kept readable for the grace period before cleanup deletes it.
+
+    A reader that found the old name in its row a moment before the swap can
+    still open it (RESOURCESYNC_SUPERSEDED_GRACE_SECONDS).
+    """
+
+    name = models.CharField(max_length=500, unique=True, help_text="Its storage name.")
+    retired_at = models.DateTimeField(db_index=True)
+
+    def __str__(self) -> str:
+        return self.name

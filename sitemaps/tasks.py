@@ -13,6 +13,7 @@ from django.utils import timezone
 from sources.generators import get_generator
 from sources.models import Change, ResourceSet
 
+from . import cleanup
 from .models import RegenerationState
 from .regeneration import change_watermark, pending_changes, regenerate
 
@@ -90,3 +91,12 @@ def after_ingest(resource_set_id: int) -> None:
         schedule(resource_set, delay=0)
     else:
         schedule(resource_set, delay=capabilities.regenerate_after_seconds)
+
+
+@shared_task
+def cleanup_documents() -> int:
+    """Periodic: delete superseded versions past the grace period and files killed runs left."""
+    removed = cleanup.remove_unreferenced()
+    if removed:
+        logger.info("Removed %d unreferenced document file(s)", len(removed))
+    return len(removed)
