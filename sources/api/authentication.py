@@ -1,6 +1,7 @@
-"""`Authorization: Token <key>`: a provider's (or a staff user's) API token.
+"""The API's authentication: the portal's one token check (`sources.tokens`).
 
-Only the SHA-256 of a key is stored, so a key is looked up by its hash.
+`Authorization: Bearer <key>` or `Authorization: Token <key>`, a provider's
+(or a staff user's) key, the same one the protected documents accept.
 """
 
 from __future__ import annotations
@@ -14,9 +15,9 @@ from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions
 from rest_framework.request import Request
 
-from sources.models import ApiToken, hash_token
+from sources.models import ApiToken
+from sources.tokens import CHALLENGE, EXPECTED_HEADER, NotAuthenticated, request_token
 
-KEYWORD = "Token"
 #: `last_used_at` is a hint for operators, not an audit log: one write a minute is enough.
 LAST_USED_RESOLUTION = timedelta(minutes=1)
 
@@ -25,32 +26,18 @@ class ApiTokenAuthentication(authentication.BaseAuthentication):
     """Sets `request.auth` to the ApiToken and `request.user` to its staff user, if any."""
 
     def authenticate(self, request: Request) -> tuple[object, ApiToken] | None:
-        header = authentication.get_authorization_header(request).split()
-        if not header or header[0].lower() != KEYWORD.lower().encode():
-            return None
-        if len(header) != 2:
-            raise exceptions.AuthenticationFailed(
-                f"Invalid token header: expected '{KEYWORD} <key>'."
-            )
         try:
-            key = header[1].decode("ascii")
-        except UnicodeDecodeError as exc:
-            raise exceptions.AuthenticationFailed("Invalid token.") from exc
-        token = (
-            ApiToken.objects.select_related("provider", "user")
-            .filter(key_hash=hash_token(key))
-            .first()
-        )
-        if token is None or token.revoked:
-            raise exceptions.AuthenticationFailed("Invalid or revoked token.")
-        if token.user is not None and not token.user.is_active:
-            raise exceptions.AuthenticationFailed("The token's user is inactive.")
+            token = request_token(request)
+        except NotAuthenticated as exc:
+            raise exceptions.AuthenticationFailed(str(exc)) from exc
+        if token is None:
+            return None
         token_touch(token=token)
         return (token.user or AnonymousUser(), token)
 
     def authenticate_header(self, request: Request) -> str:
         # A value here makes DRF answer 401, not 403, when the token is missing.
-        return KEYWORD
+        return CHALLENGE
 
 
 def token_touch(*, token: ApiToken) -> None:
@@ -76,5 +63,5 @@ class ApiTokenScheme(OpenApiAuthenticationExtension):
             "type": "apiKey",
             "in": "header",
             "name": "Authorization",
-            "description": f"`{KEYWORD} <key>`, a key from `manage.py create_api_token`.",
+            "description": f"{EXPECTED_HEADER}, a key from `manage.py create_api_token`.",
         }

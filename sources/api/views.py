@@ -3,19 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import asdict
 from typing import Any
 from urllib.parse import urlencode
 
 from django.conf import settings
-from django.http import UnreadablePostError
 from drf_spectacular.utils import (
     OpenApiExample,
     OpenApiResponse,
     PolymorphicProxySerializer,
     extend_schema,
 )
-from rest_framework import serializers, status
+from rest_framework import serializers
 from rest_framework.exceptions import NotFound
 from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
@@ -29,10 +27,11 @@ from sources.selectors import (
     resource_set_get,
     resource_sets_visible_to,
 )
-from sources.services import EventError, EventsRejected, ingest_events
+from sources.services import ingest_events
 
 from .authentication import ApiTokenAuthentication
-from .parsers import BodyTooLarge, JSONEventsParser, NDJSONEventsParser
+from .exceptions import BodyError
+from .parsers import JSONEventsParser, NDJSONEventsParser
 from .permissions import CanReachResourceSet, HasApiToken
 from .serializers import (
     ChangeCursorField,
@@ -160,32 +159,13 @@ class EventIngestApi(ResourceSetView):
     )
     def post(self, request: Request, provider_slug: str, set_slug: str) -> Response:
         resource_set = self.get_resource_set()
-        try:
-            items = request.data  # a lazy iterator from the parser, {} for an empty body
-            if not isinstance(items, Iterator):
-                return _body_error("is empty.", status.HTTP_400_BAD_REQUEST)
-            events = EventValidator(resource_set).validate_all(items)
-            result = ingest_events(resource_set=resource_set, events=events)
-        except EventsRejected as exc:
-            return _errors(exc.errors, status.HTTP_400_BAD_REQUEST)
-        except BodyTooLarge as exc:
-            return _body_error(str(exc), status.HTTP_413_REQUEST_ENTITY_TOO_LARGE)
-        except UnreadablePostError:
-            return _body_error("could not be read to the end.", status.HTTP_400_BAD_REQUEST)
+        items = request.data  # a lazy iterator from the parser, {} for an empty body
+        if not isinstance(items, Iterator):
+            raise BodyError("is empty.")
+        # Invalid events, a body over the limit or cut short: see exceptions.API_ERRORS.
+        events = EventValidator(resource_set).validate_all(items)
+        result = ingest_events(resource_set=resource_set, events=events)
         return Response(IngestCountsSerializer(result.counts()).data)
-
-
-def _errors(errors: list[EventError], status_code: int) -> Response:
-    return Response(
-        ErrorListSerializer({"errors": [asdict(error) for error in errors]}).data,
-        status=status_code,
-    )
-
-
-def _body_error(message: str, status_code: int) -> Response:
-    """An error about the body as a whole, not one event: its index is null."""
-    error = {"index": None, "field": "body", "message": message}
-    return Response(ErrorListSerializer({"errors": [error]}).data, status=status_code)
 
 
 class ResourceDetailApi(ResourceSetView):
@@ -217,8 +197,11 @@ class ResourceDetailApi(ResourceSetView):
         return Response(ResourceSerializer(resource).data)
 
 
-class ChangeListApi(ResourceSetView):
-    """The change log as accepted, for clients that audit or replay it."""
+class ChangeLogApi(ResourceSetView):
+    """The change log as accepted (JSON), for clients that audit or replay it.
+
+    Not a ResourceSync Change List: those are the XML documents under /resourcesync/.
+    """
 
     class FilterSerializer(serializers.Serializer):
         until = serializers.DateTimeField(required=False, help_text="Inclusive upper bound.")
