@@ -251,28 +251,35 @@ class RegenerationRun:
         self.write_resource_index(written, multi)
 
     def resource_pages(self) -> tuple[list[ResourceListPage], set[int]]:
-        """The set's pages in key order, and the positions to rebuild whatever changed:
-        a new first page, or pages whose ranges had to be repaired."""
+        """The set's pages in key order, and the positions to rebuild whatever changed.
+
+        Those are pages never written (a new first page, or a run killed before
+        storing one) and pages whose key range had to be repaired.
+        """
         pages = list(ResourceListPage.objects.filter(resource_set=self.resource_set))
         if not pages:
-            first = ResourceListPage.objects.create(
-                resource_set=self.resource_set, number=1, after_key=0, through_key=None
-            )
-            return [first], {0}
+            pages = [
+                ResourceListPage.objects.create(
+                    resource_set=self.resource_set, number=1, after_key=0, through_key=None
+                )
+            ]
+        unwritten = {position for position, page in enumerate(pages) if not page.storage_name}
+        return pages, unwritten | self.repair_ranges(pages)
+
+    def repair_ranges(self, pages: list[ResourceListPage]) -> set[int]:
+        """Make the pages' key ranges tile every key again; the positions changed."""
         ranges = [key_range(page) for page in pages]
         fixed = planning.contiguous(ranges)
         repaired = planning.changed_positions(ranges, fixed)
-        if repaired:
-            logger.warning("%s: repairing the key ranges of pages %s", self.resource_set, repaired)
-            with transaction.atomic():
-                for position in sorted(repaired):
-                    page = pages[position]
-                    page.after_key, page.through_key = (
-                        fixed[position].after,
-                        fixed[position].through,
-                    )
-                    page.save(update_fields=["after_key", "through_key"])
-        return pages, repaired
+        if not repaired:
+            return repaired
+        logger.warning("%s: repairing the key ranges of pages %s", self.resource_set, repaired)
+        with transaction.atomic():
+            for position in sorted(repaired):
+                page = pages[position]
+                page.after_key, page.through_key = fixed[position].after, fixed[position].through
+                page.save(update_fields=["after_key", "through_key"])
+        return repaired
 
     def plan(self, pages: list[ResourceListPage], repaired: set[int]) -> list[ResourceListPage]:
         """The pages the new changes make dirty; a full tail that only gains keys is closed."""
