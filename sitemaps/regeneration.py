@@ -5,6 +5,10 @@ each touched resource key marks the Resource List page whose key range holds
 it; new keys land on the tail page. The open Change List is rewritten when
 it has new changes and is closed when its rotation period ends or it is
 full; a closed list is written once more, completely, and then never again.
+
+Which pages to write is planned over key ranges in `sitemaps.planning`; the
+run holds the set through a heartbeat lease (`sitemaps.lease`) and builds
+several pages at once in forked builders (`sitemaps.forking`).
 """
 
 from __future__ import annotations
@@ -114,7 +118,7 @@ def regenerate(resource_set: ResourceSet, *, full: bool = False) -> Regeneration
             report = RegenerationRun(
                 resource_set, held, full=full, now=now, heartbeat=beating
             ).run()
-    except BaseException as error:  # killed by a signal too: let the set go at once
+    except BaseException as error:  # interrupted too (Ctrl-C, a time limit): let go at once
         held.release(last_error=f"{type(error).__name__}: {error}")
         raise
     report.seconds = time.monotonic() - started
