@@ -14,7 +14,8 @@ written with the ingestion service's batch writer. Then, per generator:
   which must rewrite exactly the page holding it and the index;
 - delete, then create: the same for one `deleted` event (a page in the first
   half) and one `created` event (a new key, so the tail page: when N is a
-  multiple of 50,000 the tail is full and the new entry starts a page).
+  multiple of 50,000 the tail is full, so it is closed as it is and the new
+  entry starts a page, the only one written).
 
 Every run is checked before a figure is kept: the index lists every page, the
 pages hold each resource exactly once and in key order (updated ones with
@@ -534,6 +535,8 @@ def timed_change(name: str, resource_set, args, expected: Expected, change: str,
     with measured(figures):
         report = regenerate(resource_set)
     check(report is not None, "another regeneration held the set")
+    # Where the key is now: past an exactly full tail, a new key opens a new page.
+    figures["page"] = page_holding(resource_set, key)
     written = report.resource_pages_written
     check(figures["page"] in written, f"pages {written} rewritten, not page {figures['page']}")
     if change == "updated":

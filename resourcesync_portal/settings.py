@@ -204,6 +204,11 @@ RESOURCESYNC_MAX_DOCUMENT_BYTES = int(
 RESOURCESYNC_SUPERSEDED_GRACE_SECONDS = int(
     os.environ.get("RESOURCESYNC_SUPERSEDED_GRACE_SECONDS", 300)
 )
+# A regeneration run beats every sixth of this; a run silent for this long is
+# presumed dead (killed, out of memory) and the next run takes its set over.
+RESOURCESYNC_REGENERATION_LEASE_SECONDS = float(
+    os.environ.get("RESOURCESYNC_REGENERATION_LEASE_SECONDS", 60)
+)
 # Public documents are also linked, under their URL paths, in this folder for a
 # front web server to send without Python (sitemaps/publishing.py and
 # deploy/nginx.conf). Only with local storage; empty turns it off.

@@ -18,8 +18,9 @@ test fails (never skips), so a green run has really exercised the services.
 Tests using these fixtures get the `elasticsearch` / `redis` markers
 automatically, so `pytest -m "not elasticsearch and not redis"` runs the rest.
 
-When a collected test uses `celery_worker`, the SQLite test database is a file
-(not pytest-django's faster in-memory one) so that the worker can open it.
+When a collected test uses `celery_worker` or `database_url` (for a subprocess
+of its own), the SQLite test database is a file (not pytest-django's faster
+in-memory one) so that the other process can open it.
 """
 
 from __future__ import annotations
@@ -88,7 +89,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if "redis_url" in names:
             item.add_marker(pytest.mark.redis)
     config.stash[NEEDS_FILE_DB] = any(
-        "celery_worker" in getattr(item, "fixturenames", ()) for item in items
+        {"celery_worker", "database_url"} & set(getattr(item, "fixturenames", ())) for item in items
     )
 
 
@@ -194,6 +195,14 @@ def _reset_celery_clients(app) -> None:
         app.amqp._producer_pool = None
     app._backend_cache = None
     vars(app._local).pop("backend", None)
+
+
+@pytest.fixture
+def database_url(transactional_db: None) -> str:
+    """DATABASE_URL of the test database, for a subprocess (`manage.py ...`) to share it."""
+    from django.db import connection
+
+    return _database_url(connection.settings_dict)
 
 
 @pytest.fixture
