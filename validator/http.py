@@ -7,7 +7,9 @@ requests are compared with it by digest, so no second copy is kept.
 from __future__ import annotations
 
 import hashlib
+import io
 import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from urllib.parse import urljoin
 
@@ -31,10 +33,8 @@ class Fetched:
     url: str
     headers: httpx.Headers
     body: bytes
-
-    @property
-    def digest(self) -> bytes:
-        return hashlib.sha256(self.body).digest()
+    #: SHA-256 of the body, to compare other representations with.
+    digest: bytes
 
 
 class Fetcher:
@@ -64,11 +64,14 @@ class Fetcher:
     def get(self, url: str) -> Fetched:
         """The document's plain (identity) bytes; FetchFailed with the reason otherwise."""
         response = self._open(url, {"Accept-Encoding": "identity"})
+        body, digest = io.BytesIO(), hashlib.sha256()
         try:
-            body = self._read(response, raw=False)
+            for chunk in self._chunks(response, raw=False):
+                body.write(chunk)
+                digest.update(chunk)
         finally:
             response.close()
-        return Fetched(url=str(response.url), headers=response.headers, body=body)
+        return Fetched(str(response.url), response.headers, body.getvalue(), digest.digest())
 
     def http_problems(self, fetched: Fetched) -> list[str]:
         """Content type, validators, 304 on a conditional GET, gzip equal to plain."""
@@ -100,12 +103,14 @@ class Fetcher:
             encoding = response.headers.get("Content-Encoding", "identity").lower()
             if encoding not in ("gzip", "identity"):
                 return [f"answered Accept-Encoding: gzip with Content-Encoding: {encoding}"]
-            body = self._read(response, raw=True, gunzip=encoding == "gzip")
+            digest = hashlib.sha256()
+            for chunk in self._chunks(response, raw=True, gunzip=encoding == "gzip"):
+                digest.update(chunk)
         except FetchFailed as error:
             return [f"the gzip response is unreadable: {error}"]
         finally:
             response.close()
-        if hashlib.sha256(body).digest() != fetched.digest:
+        if digest.digest() != fetched.digest:
             return [
                 "the response to Accept-Encoding: gzip does not decompress to the plain document"
             ]
@@ -136,7 +141,9 @@ class Fetcher:
             return response
         raise FetchFailed(f"more than {MAX_REDIRECTS} redirects")
 
-    def _read(self, response: httpx.Response, *, raw: bool, gunzip: bool = False) -> bytes:
+    def _chunks(
+        self, response: httpx.Response, *, raw: bool, gunzip: bool = False
+    ) -> Iterator[bytes]:
         """The body up to the cap; gunzipped in steps, so a small bomb stays small."""
         declared = response.headers.get("Content-Length", "")
         if declared.isdigit() and int(declared) > self.max_bytes and not gunzip:
@@ -144,19 +151,18 @@ class Fetcher:
                 f"Content-Length {declared} is over the cap of {self.max_bytes} bytes"
             )
         inflater = zlib.decompressobj(16 + zlib.MAX_WBITS) if gunzip else None
-        chunks, size = [], 0
+        size = 0
         try:
             for chunk in response.iter_raw() if raw else response.iter_bytes():
                 data = _inflate(inflater, chunk, self.max_bytes - size + 1) if inflater else chunk
                 size += len(data)
                 if size > self.max_bytes:
                     raise FetchFailed(f"larger than the cap of {self.max_bytes} bytes: not checked")
-                chunks.append(data)
+                yield data
         except (httpx.HTTPError, zlib.error) as error:
             raise FetchFailed(f"reading the body failed: {error!r}") from error
         if inflater is not None and not inflater.eof:
             raise FetchFailed("the gzip stream is truncated")
-        return b"".join(chunks)
 
 
 def _inflate(inflater: zlib._Decompress, chunk: bytes, room: int) -> bytes:

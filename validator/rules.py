@@ -228,9 +228,10 @@ def _order(document: RawDocument, capability: str) -> Iterator[Finding]:
             seen.add(value)
     elif capability in CHANGE_FAMILY and document.is_index:
         yield from _chronological(document, "from")
+        yield from _within_window(document, ("from", "until"))
     elif capability in CHRONOLOGICAL:
         yield from _chronological(document, "datetime")
-        yield from _within_window(document)
+        yield from _within_window(document, ("datetime",))
 
 
 def _chronological(document: RawDocument, name: str) -> Iterator[Finding]:
@@ -248,17 +249,17 @@ def _chronological(document: RawDocument, name: str) -> Iterator[Finding]:
         previous = value
 
 
-def _within_window(document: RawDocument) -> Iterator[Finding]:
+def _within_window(document: RawDocument, names: tuple[str, ...]) -> Iterator[Finding]:
+    """Entry times (a change's `datetime`, an index part's bounds) within [from, until]."""
     start = datetime_or_none(document.md.get("from"))
     end = datetime_or_none(document.md.get("until"))
+    window = f"[{document.md.get('from')}, {document.md.get('until', 'open')}]"
     for entry in document.entries:
-        value = datetime_or_none(entry.md.get("datetime"))
-        if value is None:
-            continue
-        if (start and value < start) or (end and value > end):
-            window = f"[{document.md.get('from')}, {document.md.get('until', 'open')}]"
-            yield Finding(
-                "window",
-                f"entry {entry.loc} (line {entry.line}): datetime {entry.md['datetime']} "
-                f"is outside the document's window {window}",
-            )
+        for name in names:
+            value = datetime_or_none(entry.md.get(name))
+            if value is not None and ((start and value < start) or (end and value > end)):
+                yield Finding(
+                    "window",
+                    f"entry {entry.loc} (line {entry.line}): {name} {entry.md[name]} "
+                    f"is outside the document's window {window}",
+                )

@@ -340,6 +340,12 @@ DEFECTS = [
         CL2_PART + CL1_PART,
         f"entry {CL1} (line 5): from 2026-01-01T00:00:00Z is earlier than the entry before it",
     ),
+    (
+        CLI,
+        'capability="changelist" from="2026-01-01T00:00:00Z"',
+        'capability="changelist" from="2026-01-01T00:00:01Z"',
+        f"entry {CL1} (line 5): from 2026-01-01T00:00:00Z is outside the document's window",
+    ),
     # Hashes, lengths, paths, locs
     (
         RL,
@@ -593,6 +599,17 @@ def test_a_document_over_the_cap_is_not_read() -> None:
     report = validate(Server(clean_source()), start=RL, max_bytes=500)
 
     assert any("over the cap of 500 bytes" in message for message in report.messages(RL))
+
+
+def test_a_gzip_bomb_stops_at_the_cap() -> None:
+    server = Server(clean_source())
+    server.gzip_body[RL] = gzip.compress(b"x" * 100_000)
+
+    report = validate(server, start=RL, max_bytes=2000)
+
+    assert report.messages(RL) == [
+        "the gzip response is unreadable: the gzip stream decompresses to more than the cap"
+    ]
 
 
 def test_many_problems_of_one_kind_print_a_few_and_a_count() -> None:
