@@ -137,7 +137,7 @@ def test_a_protected_set_needs_its_token(portal: str) -> None:
     assert f"{url}: HTTP 401 (protected: pass --token)" in out.splitlines()
     assert out.strip().endswith("1 document(s) checked, 1 problem")
 
-    out, error = run(url, "--token", key)
+    out, error = run(url, f"--token={key}")  # a key may start with "-"
     assert error is None, out
     assert out.strip().endswith("11 document(s) checked, 0 problems")
 
