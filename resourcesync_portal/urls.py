@@ -2,7 +2,10 @@ from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
+from sitemaps.robots import robots_txt
+
 urlpatterns = [
+    path("robots.txt", robots_txt, name="robots-txt"),
     path("admin/", admin.site.urls),
     path("api/v1/", include("sources.api.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
