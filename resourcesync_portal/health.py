@@ -60,7 +60,7 @@ def check_elasticsearch() -> None:
 
 
 def redis_configured() -> bool:
-    return settings.CELERY_BROKER_URL.startswith(("redis://", "rediss://", "unix://"))
+    return settings.CELERY_BROKER_URL.startswith(("redis://", "rediss://"))
 
 
 def check_redis() -> None:
