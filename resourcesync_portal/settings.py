@@ -66,6 +66,8 @@ MIDDLEWARE = [
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
+    # Logs once per host when requests come in on a host PUBLIC_BASE_URL does not name.
+    "resourcesync_portal.hosts.PublicHostMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
@@ -162,6 +164,8 @@ STORAGES = {
     },
 }
 
+# Load balancers probe /healthz over plain HTTP, also when HTTPS is enforced.
+SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
 # Production hardening; `manage.py check --deploy` passes with SECRET_KEY set.
 if not DEBUG:
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
