@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Generic, NamedTuple, TypeVar
 
 import orjson
 from django.db import connection, models
@@ -17,6 +17,7 @@ from django.db import connection, models
 from .models import Resource
 
 Adapter = Callable[[Any], Any]
+Row = TypeVar("Row", bound=NamedTuple)
 
 
 def _sqlite_datetime(value: datetime | None) -> str | None:
@@ -48,12 +49,19 @@ def _adapter(field: models.Field) -> Adapter | None:
     return None
 
 
-class BulkWriter:
-    """INSERT and UPDATE-by-id statements for a fixed list of a model's fields."""
+class BulkWriter(Generic[Row]):
+    """INSERT and UPDATE-by-id statements for one row type.
 
-    def __init__(self, model: type[models.Model], field_names: Sequence[str]) -> None:
+    The row type is a NamedTuple whose field names are the model's field
+    names, in any order: the column list is derived from it, so rows are
+    built by name and a renamed or reordered field cannot shift a value
+    into the wrong column.
+    """
+
+    def __init__(self, model: type[models.Model], row_type: type[Row]) -> None:
         meta = model._meta
-        fields = [meta.get_field(name) for name in field_names]
+        self.row_type = row_type
+        fields = [meta.get_field(name) for name in row_type._fields]
         self.adapters = [(index, _adapter(field)) for index, field in enumerate(fields)]
         self.adapters = [(index, adapt) for index, adapt in self.adapters if adapt]
         quote = connection.ops.quote_name
@@ -65,7 +73,9 @@ class BulkWriter:
         assignments = ", ".join(f"{column} = %s" for column in columns)
         self.update_sql = f"UPDATE {table} SET {assignments} WHERE {quote(meta.pk.column)} = %s"  # noqa: S608
 
-    def _adapt(self, rows: Sequence[Sequence[Any]]) -> list[list[Any]]:
+    def _adapt(self, rows: Sequence[Row]) -> list[list[Any]]:
+        if not isinstance(rows[0], self.row_type):
+            raise TypeError(f"expected {self.row_type.__name__} rows, got {type(rows[0]).__name__}")
         adapted = []
         for row in rows:
             values = list(row)
@@ -74,12 +84,12 @@ class BulkWriter:
             adapted.append(values)
         return adapted
 
-    def insert(self, rows: Sequence[Sequence[Any]]) -> None:
+    def insert(self, rows: Sequence[Row]) -> None:
         if rows:
             with connection.cursor() as cursor:
                 cursor.executemany(self.insert_sql, self._adapt(rows))
 
-    def update(self, rows: Sequence[Sequence[Any]], keys: Sequence[int]) -> None:
+    def update(self, rows: Sequence[Row], keys: Sequence[int]) -> None:
         """Set the fields of the rows with these primary keys (same order)."""
         if rows:
             with connection.cursor() as cursor:

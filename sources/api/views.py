@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import asdict
 from typing import Any
 from urllib.parse import urlencode
@@ -32,7 +31,13 @@ from sources.selectors import (
 from sources.services import EventError, EventsRejected, ingest_events
 
 from .authentication import ApiTokenAuthentication
-from .parsers import BodyTooLarge, JSONEventsParser, NDJSONEventsParser
+from .parsers import (
+    BodyTooLarge,
+    JSONEventsParser,
+    LengthRequired,
+    NDJSONEventsParser,
+    request_events,
+)
 from .permissions import CanReachResourceSet, HasApiToken
 from .serializers import (
     ChangeCursorField,
@@ -161,15 +166,19 @@ class EventIngestApi(ResourceSetView):
     def post(self, request: Request, provider_slug: str, set_slug: str) -> Response:
         resource_set = self.get_resource_set()
         try:
-            items = request.data  # a lazy iterator from the parser, {} for an empty body
-            if not isinstance(items, Iterator):
+            items = request_events(request, self.get_parser_context(request))
+            if items is None:
                 return _body_error("is empty.", status.HTTP_400_BAD_REQUEST)
-            events = EventValidator(resource_set).validate_all(items)
+            # Parsed and validated before ingestion takes the set's write lock.
+            events = EventValidator(resource_set).validate_body(items)
             result = ingest_events(resource_set=resource_set, events=events)
         except EventsRejected as exc:
             return _errors(exc.errors, status.HTTP_400_BAD_REQUEST)
         except BodyTooLarge as exc:
             return _body_error(str(exc), status.HTTP_413_REQUEST_ENTITY_TOO_LARGE)
+        except LengthRequired:
+            message = "is chunked, which this server cannot read; send a Content-Length."
+            return _body_error(message, status.HTTP_411_LENGTH_REQUIRED)
         except UnreadablePostError:
             return _body_error("could not be read to the end.", status.HTTP_400_BAD_REQUEST)
         return Response(IngestCountsSerializer(result.counts()).data)
