@@ -86,16 +86,18 @@ class BulkWriter(Generic[Row]):
 
     def insert(self, rows: Sequence[Row]) -> None:
         if rows:
+            values = self._adapt(rows)
             with connection.cursor() as cursor:
-                cursor.executemany(self.insert_sql, self._adapt(rows))
+                cursor.executemany(self.insert_sql, values)
 
     def update(self, rows: Sequence[Row], keys: Sequence[int]) -> None:
         """Set the fields of the rows with these primary keys (same order)."""
         if rows:
+            values = self._adapt(rows)
             with connection.cursor() as cursor:
                 cursor.executemany(
                     self.update_sql,
-                    [[*values, key] for values, key in zip(self._adapt(rows), keys, strict=True)],
+                    [[*row, key] for row, key in zip(values, keys, strict=True)],
                 )
 
 

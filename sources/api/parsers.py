@@ -1,9 +1,11 @@
 """Read an events body as a stream: memory stays bounded by one event.
 
 DRF calls a parser when the view first touches `request.data`; these parsers
-return a lazy iterator instead of a parsed document, so `ingest_events` pulls
-events off the socket as it applies them. The body is read in chunks and
-counted against `INGEST_MAX_BODY_BYTES`, whatever Content-Length claimed.
+receive the body (spooled to disk past a few MB) and return a lazy iterator
+instead of a parsed document, which the validator drains before ingestion
+takes any lock. The body is read in chunks and counted against
+`INGEST_MAX_BODY_BYTES`, whatever Content-Length claimed; `request_events`
+also reads chunked bodies, which Django would see as empty.
 """
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ import http.client
 import json
 import os
 import socket
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -403,13 +404,11 @@ def live_post(base: str, token: ApiToken, path: str, data: object) -> http.clien
     return response
 
 
+@pytest.mark.skipif(connection.vendor != "sqlite", reason="SQLite's database-wide write lock")
 def test_the_last_used_update_never_fails_a_request(file_database, live_server):
     """Another writer holds SQLite's lock longer than its timeout: reads still answer."""
     resource_set = make_set()
     token = ApiTokenFactory(provider=resource_set.provider)
-    if connection.vendor != "sqlite":
-        pytest.fail("this test holds SQLite's write lock; it needs the SQLite test database")
-    import sqlite3
 
     holder = sqlite3.connect(connection.settings_dict["NAME"], timeout=0)
     try:
