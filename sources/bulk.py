@@ -49,6 +49,14 @@ def _adapter(field: models.Field) -> Adapter | None:
     return None
 
 
+def _concrete_field(model: type[models.Model], name: str) -> models.Field:
+    """A field with a column of its own; a reverse relation here is a programming error."""
+    field = model._meta.get_field(name)
+    if not isinstance(field, models.Field) or field.column is None:
+        raise TypeError(f"{model.__name__}.{name} is not a column")
+    return field
+
+
 class BulkWriter(Generic[Row]):
     """INSERT and UPDATE-by-id statements for one row type.
 
@@ -61,9 +69,9 @@ class BulkWriter(Generic[Row]):
     def __init__(self, model: type[models.Model], row_type: type[Row]) -> None:
         meta = model._meta
         self.row_type = row_type
-        fields = [meta.get_field(name) for name in row_type._fields]
-        self.adapters = [(index, _adapter(field)) for index, field in enumerate(fields)]
-        self.adapters = [(index, adapt) for index, adapt in self.adapters if adapt]
+        fields = [_concrete_field(model, name) for name in row_type._fields]
+        adapters = ((index, _adapter(field)) for index, field in enumerate(fields))
+        self.adapters = [(index, adapt) for index, adapt in adapters if adapt is not None]
         quote = connection.ops.quote_name
         table = quote(meta.db_table)
         columns = [quote(field.column) for field in fields]
@@ -108,7 +116,9 @@ def keys_by_uri(resource_set_id: int, uris: Sequence[str]) -> dict[str, int]:
     found: dict[str, int] = {}
     for start in range(0, len(uris), 2000):
         chunk = uris[start : start + 2000]
-        uri, owner = (quote(meta.get_field(name).column) for name in ("uri", "resource_set"))
+        uri, owner = (
+            quote(_concrete_field(Resource, name).column) for name in ("uri", "resource_set")
+        )
         # Identifiers come from the model's metadata, quoted; values are parameters.
         sql = (
             f"SELECT {uri}, {quote(meta.pk.column)} FROM {quote(meta.db_table)} "  # noqa: S608

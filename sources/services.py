@@ -24,6 +24,8 @@ from .models import Change, ChangeType, Resource, ResourceSet
 from .signals import events_ingested
 
 MAX_REPORTED_ERRORS = 100
+#: `datetime` under another name, for ChangeRow, whose `datetime` field hides it.
+Instant = datetime
 #: The `ln` column: each link as `LinkData.as_json()` gives it.
 StoredLinks = list[dict[str, object]]
 
@@ -57,10 +59,10 @@ class ChangeRow(NamedTuple):
     md5: str
     sha256: str
     mime: str
-    lastmod: datetime | None
+    lastmod: Instant | None
     ln: StoredLinks
-    datetime: datetime
-    timestamp: datetime
+    datetime: Instant
+    timestamp: Instant
     event_id: str
     indexed: bool
 
@@ -147,9 +149,6 @@ def ingest_events(
     every remaining event is still checked, so the client gets all errors.
     After the commit, `events_ingested` tells who listens (indexing, regeneration).
     """
-    batch_size = batch_size or settings.INGEST_BATCH_SIZE
-    errors: list[EventError] = []
-    seen_ids: set[str] = set()
     with transaction.atomic():
         received_at = resource_set_lock(resource_set=resource_set)
         since = open_change_list_start(resource_set=resource_set)
@@ -159,32 +158,47 @@ def ingest_events(
         result = IngestResult(received_at=received_at, dated_from=dated_from)
         ResourceSet.objects.filter(pk=resource_set.pk).update(changed_at=received_at)
         after_change_id = _last_change_id(resource_set)
-        batch: list[Event] = []
-        for index, item in enumerate(events):
-            error = item if isinstance(item, EventError) else _before(item, since, index)
-            if error is not None:
-                errors.append(error)
-                if len(errors) >= MAX_REPORTED_ERRORS:
-                    break
-                continue
-            if errors or not isinstance(item, Event):
-                continue
-            if item.id:
-                if item.id in seen_ids:
-                    result.duplicates += 1
-                    continue
-                seen_ids.add(item.id)
-            batch.append(item)
-            if len(batch) >= batch_size:
-                _apply_batch(resource_set, batch, result)
-                batch = []
+        batch_size = batch_size or settings.INGEST_BATCH_SIZE
+        errors = _apply_in_batches(resource_set, events, since, result, batch_size)
         if errors:
             raise EventsRejected(errors)
-        if batch:
-            _apply_batch(resource_set, batch, result)
         if result.accepted:
             _announce(resource_set, after_change_id)
     return result
+
+
+def _apply_in_batches(
+    resource_set: ResourceSet,
+    events: Iterable[Event | EventError],
+    since: datetime | None,
+    result: IngestResult,
+    batch_size: int,
+) -> list[EventError]:
+    """Apply until the first error, then only collect errors; return them."""
+    errors: list[EventError] = []
+    seen_ids: set[str] = set()
+    batch: list[Event] = []
+    for index, item in enumerate(events):
+        error = item if isinstance(item, EventError) else _before(item, since, index)
+        if error is not None:
+            errors.append(error)
+            if len(errors) >= MAX_REPORTED_ERRORS:
+                break
+            continue
+        if errors or not isinstance(item, Event):
+            continue
+        if item.id:
+            if item.id in seen_ids:
+                result.duplicates += 1
+                continue
+            seen_ids.add(item.id)
+        batch.append(item)
+        if len(batch) >= batch_size:
+            _apply_batch(resource_set, batch, result)
+            batch = []
+    if batch and not errors:
+        _apply_batch(resource_set, batch, result)
+    return errors
 
 
 def _before(event: Event, since: datetime | None, index: int) -> EventError | None:

@@ -342,6 +342,17 @@ def test_a_chunked_body_is_limited_while_it_streams(gunicorn, token):
     assert not Change.objects.exists()
 
 
+def test_a_server_that_cannot_read_chunked_bodies_says_411(file_database, live_server):
+    """Django's own server passes the chunks through undecoded: never guess."""
+    make_set()
+    token = ApiTokenFactory(provider=ResourceSet.objects.get().provider)
+
+    status, body = post_chunked(live_server.url.removeprefix("http://"), token, [b"{}\n"])
+
+    assert status == 411, body
+    assert "Content-Length" in body["errors"][0]["message"]
+
+
 @override_settings(INGEST_MAX_BODY_BYTES=1000)
 def test_the_413_says_how_to_send_more(client, token):
     body = "\n".join(as_json(event(f"{n}.txt")) for n in range(20))
