@@ -226,7 +226,11 @@ RESOURCESYNC_PUBLISHED_DIR = os.environ.get(
 SERVE_RESOURCE_FILES = env_bool("SERVE_RESOURCE_FILES", True)
 
 # --- Ingestion API -----------------------------------------------------------
-INGEST_MAX_BODY_BYTES = int(os.environ.get("INGEST_MAX_BODY_BYTES", 512 * 1024 * 1024))
+# A request is one transaction: the limit keeps one inside gunicorn's timeout
+# (README, Production) and bounds the memory its validated events take.
+INGEST_MAX_BODY_BYTES = int(os.environ.get("INGEST_MAX_BODY_BYTES", 16 * 1024 * 1024))
+# How far ahead of this server's clock an event's `datetime` may be.
+INGEST_CLOCK_SKEW_SECONDS = int(os.environ.get("INGEST_CLOCK_SKEW_SECONDS", 300))
 INGEST_BATCH_SIZE = int(os.environ.get("INGEST_BATCH_SIZE", 2000))
 
 REST_FRAMEWORK = {

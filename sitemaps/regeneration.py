@@ -509,11 +509,18 @@ class RegenerationRun:
             self.write_change_index(pages)
 
     def first_change_list(self) -> ChangeListPage:
-        earliest = Change.objects.filter(resource_set=self.resource_set).aggregate(
-            first=Min("datetime")
-        )["first"]
-        since = min(filter(None, [earliest, self.resource_set.created_at]))
-        return ChangeListPage.objects.create(resource_set=self.resource_set, number=1, since=since)
+        """Open the first list under the set's lock and record its start, which
+        ingestion then enforces: no accepted change can fall before it."""
+        with transaction.atomic():
+            resource_set_lock(resource_set=self.resource_set)
+            earliest = Change.objects.filter(resource_set=self.resource_set).aggregate(
+                first=Min("datetime")
+            )["first"]
+            since = min(filter(None, [earliest, self.resource_set.created_at]))
+            ResourceSet.objects.filter(pk=self.resource_set.pk).update(accepts_changes_since=since)
+            return ChangeListPage.objects.create(
+                resource_set=self.resource_set, number=1, since=since
+            )
 
     def close(self, page: ChangeListPage, until: datetime) -> ChangeListPage:
         """Close `page` at `until` under the set's lock and open the next list."""
