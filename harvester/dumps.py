@@ -35,7 +35,7 @@ from harvester.storage import (
     write_verified,
 )
 from harvester.transfer import store_entry
-from sitemaps.reader import Document, Entry, ResourceSyncParseError, parse_document
+from sitemaps.protocol.reader import Document, ParsedEntry, ResourceSyncParseError, parse_document
 
 MANIFEST_NAME = "manifest.xml"
 WORK_PREFIX = f"{RESERVED_PREFIX}-work-"
@@ -64,7 +64,7 @@ def work_directory(session: HarvestSession) -> Iterator[Path]:
 
 
 def download_packages(
-    session: HarvestSession, entries: Sequence[Entry], work: Path
+    session: HarvestSession, entries: Sequence[ParsedEntry], work: Path
 ) -> list[Package]:
     """Fetch packages concurrently; failures are recorded and the rest returned in order."""
     session.progress.start("packages", len(entries))
@@ -103,7 +103,9 @@ def read_manifest(session: HarvestSession, package: Package, capability: str) ->
     return manifest
 
 
-def extract_members(session: HarvestSession, package: Package, entries: Sequence[Entry]) -> None:
+def extract_members(
+    session: HarvestSession, package: Package, entries: Sequence[ParsedEntry]
+) -> None:
     """Write each entry's bitstream from the package to its mapped place, verified."""
     try:
         archive = zipfile.ZipFile(package.path)
@@ -132,7 +134,7 @@ def _extract(
     session: HarvestSession,
     archive: zipfile.ZipFile,
     name: str,
-    entry: Entry,
+    entry: ParsedEntry,
     target: Path,
     expected: Expected,
 ) -> StoredFile:
@@ -160,7 +162,9 @@ def _extract(
         raise VerificationError(f"cannot read member {name!r}: {error}") from error
 
 
-def _download_package(session: HarvestSession, entry: Entry, target: Path) -> StoredFile | str:
+def _download_package(
+    session: HarvestSession, entry: ParsedEntry, target: Path
+) -> StoredFile | str:
     expected = Expected.from_entry(entry, session.config.hash_algorithms)
     try:
         return session.client.fetch(

@@ -13,6 +13,8 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+from sitemaps.protocol.constants import MAX_DOCUMENT_BYTES
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 
@@ -200,7 +202,7 @@ RESOURCESYNC_GENERATORS = {
 # --- ResourceSync documents --------------------------------------------------
 # https://www.sitemaps.org/protocol.html#index: 50,000 URLs and 50 MB per file.
 RESOURCESYNC_MAX_DOCUMENT_BYTES = int(
-    os.environ.get("RESOURCESYNC_MAX_DOCUMENT_BYTES", 50 * 1024 * 1024)
+    os.environ.get("RESOURCESYNC_MAX_DOCUMENT_BYTES", MAX_DOCUMENT_BYTES)
 )
 # A superseded document version stays readable this long (a reader may have
 # found its name just before the swap); then cleanup deletes it, with any file a

@@ -29,6 +29,9 @@ from . import publishing
 from .models import ChangeListPage, IndexDocument, ResourceListPage, RetiredDocument
 from .storage import GZIP_SUFFIX, PARTIAL_SUFFIX, document_storage
 
+#: Expired versions deleted per pass, so one pass stays short.
+RETIRED_PER_SWEEP = 1000
+
 DOCUMENT_MODELS = (ResourceListPage, ChangeListPage, IndexDocument)
 #: What `storage.save_document` writes: `<stem>.<etag>.xml`, its gzip twin, partial writes.
 _VERSION = r"[-\w]+\.[0-9a-f]{32}\.xml(?:\.gz)?"
@@ -73,7 +76,7 @@ def expire_retired(*, now: datetime | None = None) -> list[str]:
     """
     cutoff = (now or timezone.now()) - grace_period()
     expired = RetiredDocument.objects.filter(retired_at__lte=cutoff)
-    versions = list(expired.values_list("name", flat=True)[:1000])
+    versions = list(expired.values_list("name", flat=True)[:RETIRED_PER_SWEEP])
     if not versions:
         return []
     storage = document_storage()

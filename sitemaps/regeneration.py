@@ -27,21 +27,12 @@ from django.db import connections, transaction
 from django.db.models import Max, Min
 from django.utils import timezone
 
+from sitemaps.protocol.records import ResourceRecord
 from sources.generators import BaseGenerator, get_generator
-from sources.generators.base import ResourceRecord
 from sources.models import Change, ResourceSet
 from sources.services import resource_set_lock
 
 from . import forking, lease, links, planning, publishing
-from .builders import (
-    ChangeListPart,
-    DocumentPage,
-    ResourceListPart,
-    build_change_list,
-    build_change_list_index,
-    build_resource_list,
-    build_resource_list_index,
-)
 from .models import (
     ChangeListPage,
     IndexDocument,
@@ -50,6 +41,15 @@ from .models import (
     StoredDocument,
 )
 from .planning import KeyRange, Step
+from .protocol.builders import (
+    ChangeListPart,
+    DocumentPage,
+    ResourceListPart,
+    build_change_list,
+    build_change_list_index,
+    build_resource_list,
+    build_resource_list_index,
+)
 from .storage import delete_document, save_document
 
 logger = logging.getLogger(__name__)
@@ -290,7 +290,7 @@ class RegenerationRun:
         keys = self.new_changes().exclude(resource_key=None).values_list("resource_key", flat=True)
         plan = planning.plan_rebuild(
             [key_range(page) for page in pages],
-            keys.distinct().iterator(chunk_size=10_000),
+            keys.distinct().iterator(chunk_size=planning.KEYS_PER_FETCH),
             full_tail_last_key=self.full_tail_last_key(pages[-1]),
         )
         if plan.close_tail_at is not None:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import httpx
 
-from sitemaps.constants import Capability
+from sitemaps.protocol.constants import Capability
 
 from .authority import Authority
 from .http import DEFAULT_MAX_BYTES, Fetched, Fetcher, FetchFailed

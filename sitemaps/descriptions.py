@@ -7,13 +7,13 @@ from django.db.models import Q, QuerySet
 from sources.models import ApiToken, ResourceSet
 
 from . import links
-from .builders import (
+from .protocol.builders import (
     CapabilityEntry,
     CapabilityListRef,
     build_capability_list,
     build_source_description,
 )
-from .constants import Capability
+from .protocol.constants import Capability
 
 
 def visible_sets(token: ApiToken | None) -> QuerySet[ResourceSet]:
