@@ -391,8 +391,10 @@ class _Run:
         pages = list(ChangeListPage.objects.filter(resource_set=self.resource_set))
         if not pages:
             pages = [self.first_change_list()]
+        reached_back = self.reach_back(pages[0])
         changed = (
-            self.full
+            reached_back
+            or self.full
             or self.new_changes().exists()
             or not self.index_exists(IndexDocument.Kind.CHANGE_LIST)
         )
@@ -415,6 +417,23 @@ class _Run:
         )["first"]
         since = min(filter(None, [earliest, self.resource_set.created_at]))
         return ChangeListPage.objects.create(resource_set=self.resource_set, number=1, since=since)
+
+    def reach_back(self, first: ChangeListPage) -> bool:
+        """Move the first list's `from` back to changes dated before it, while it is open.
+
+        A set's lists exist from its creation on, and a source may then post its
+        history; until a list closes, earlier datetimes are accepted and must show.
+        """
+        if first.until is not None:
+            return False
+        earliest = Change.objects.filter(
+            resource_set=self.resource_set, datetime__lt=first.since
+        ).aggregate(first=Min("datetime"))["first"]
+        if earliest is None:
+            return False
+        first.since = earliest
+        first.save(update_fields=["since"])
+        return True
 
     def close(self, page: ChangeListPage, until: datetime) -> ChangeListPage:
         """Close `page` at `until` under the set's lock and open the next list."""
@@ -441,7 +460,8 @@ class _Run:
             since=page.since,
             until=page.until,
             capability_list_url=self.capability_list_url,
-            index_url=links.change_list_url(self.resource_set),
+            # Only a list under an index links to it (closing a list opens the next).
+            index_url=links.change_list_url(self.resource_set) if len(pages) > 1 else None,
             max_entries=self.capabilities.entries_per_document,
             max_bytes=self.max_bytes,
         )
@@ -468,6 +488,15 @@ class _Run:
         self.report.change_pages_written.append(page.number)
 
     def write_change_index(self, pages: list[ChangeListPage]) -> None:
+        """`changelist.xml`: the only Change List itself, or an index once there are several.
+
+        The same rule as `resourcelist.xml`, so a client that reads no index
+        (resync 2.0.1) syncs a set with one list through either URL.
+        """
+        if len(pages) == 1:
+            content = self.read_page(pages[0])
+            self.store_index(IndexDocument.Kind.CHANGE_LIST, content, pages[0].entries)
+            return
         parts = [
             ChangeListPart(
                 loc=links.change_list_page_url(self.resource_set, page.number),
@@ -499,7 +528,7 @@ class _Run:
     def index_exists(self, kind: str) -> bool:
         return IndexDocument.objects.filter(resource_set=self.resource_set, kind=kind).exists()
 
-    def read_page(self, page: ResourceListPage) -> bytes:
+    def read_page(self, page: StoredDocument) -> bytes:
         from .storage import document_storage
 
         with document_storage().open(page.storage_name, "rb") as handle:
