@@ -112,13 +112,14 @@ def test_baseline_incremental_and_audit_with_one_change_list(portal: str, tmp_pa
     published.ingest([published.write(f"r{n}.txt", article(n)) for n in range(5)])
     client = Client(published, tmp_path / "resync")
 
+    since = resource_list_at(published)  # read before the baseline, as the README says
+
     assert_ok(client.baseline(), "SYNCED")
 
     assert tree(client.copy) == published.files()
     newest_lastmod = max(change.lastmod for change in Change.objects.all())
     assert client.sync_point() == newest_lastmod.timestamp()  # not the Resource List's `at`
     _, key = ApiToken.issue(provider=published.resource_set.provider)
-    since = resource_list_at(published)
     published.post(key, changes_after_baseline(published))
     assert ChangeListPage.objects.filter(resource_set=published.resource_set).count() == 1
 
@@ -127,6 +128,8 @@ def test_baseline_incremental_and_audit_with_one_change_list(portal: str, tmp_pa
     assert_ok(log, "CHANGES APPLIED")
     assert tree(client.copy) == published.files()
     assert_ok(client.audit(), "IN SYNC")
+    newest_change = Change.objects.latest("datetime").datetime
+    assert client.sync_point() == pytest.approx(newest_change.timestamp(), abs=1e-6)
     # The next run starts where the last one ended, without --from.
     published.post(key, [published.write("r3.txt", article(3, version=2), change="updated")])
     assert_ok(client.incremental("changelist.xml"), "CHANGES APPLIED")
@@ -156,8 +159,8 @@ def test_incremental_through_changelist_open_after_rotations(portal: str, tmp_pa
     lists = ChangeListPage.objects.filter(resource_set=published.resource_set)
     assert [page.entries for page in lists.all()] == [3, 3, 1]
     client = Client(published, tmp_path / "resync")
-    assert_ok(client.baseline(), "SYNCED")  # through a Resource List Index of three lists
     since = resource_list_at(published)
+    assert_ok(client.baseline(), "SYNCED")  # through a Resource List Index of three lists
     _, key = ApiToken.issue(provider=published.resource_set.provider)
 
     # Changes that fill the open list: changelist-open.xml holds all of them.
@@ -201,8 +204,8 @@ def test_a_protected_set_syncs_with_an_access_token(portal: str, tmp_path: Path)
     assert "HTTP Error 401: Unauthorized" in stranger.baseline()
     client = Client(published, tmp_path / "resync", token=key)
 
-    assert_ok(client.baseline(), "SYNCED")
     since = resource_list_at(published, key)
+    assert_ok(client.baseline(), "SYNCED")
     published.post(key, changes_after_baseline(published))
     assert_ok(client.incremental("changelist-open.xml", "--from", since), "CHANGES APPLIED")
 
@@ -211,15 +214,17 @@ def test_a_protected_set_syncs_with_an_access_token(portal: str, tmp_path: Path)
 
 
 def test_the_limits_the_readme_names(portal: str, tmp_path: Path) -> None:
-    """resync reads no Change List Index, and its --hash breaks incremental runs."""
+    """resync reads no Change List Index, its --hash breaks incremental runs, and it
+    refuses to baseline an empty set (whose empty documents it reads)."""
     published = PublishedSet(portal, tmp_path / "source", "limits")
+    empty = Client(published, tmp_path / "empty")
+    refused = empty.baseline()
     published.ingest([published.write(f"r{n}.txt", article(n)) for n in range(4)])  # two lists
     client = Client(published, tmp_path / "resync")
-    assert_ok(
-        client.run("--baseline", "--hash", "md5", "--capabilitylist", client.capability_list),
-        "SYNCED",
-    )
     since = resource_list_at(published)
+    hashed_baseline = client.run(
+        "--baseline", "--hash", "md5", "--capabilitylist", client.capability_list
+    )
 
     index = client.incremental("changelist.xml", "--from", since)
     hashed = client.run(
@@ -232,5 +237,8 @@ def test_the_limits_the_readme_names(portal: str, tmp_path: Path) -> None:
         since,
     )
 
+    assert "FatalError: Aborting as there are no resources to sync" in refused, refused
+    assert_ok(hashed_baseline, "SYNCED")
     assert "FatalError: Can't read source change list" in index, index
+    assert "ChangeTypeError: got None" in index, index
     assert "AttributeError: 'ChangeList' object has no attribute 'hashes'" in hashed, hashed
