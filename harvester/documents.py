@@ -37,7 +37,7 @@ def fetch_document(
 
 def read_capabilities(session: HarvestSession) -> dict[str, str]:
     """Map each capability the source advertises to its document's URL."""
-    url = session.config.capability_list_url
+    url = session.config.require_capability_list_url()
     try:
         document = fetch_document(session, url, Capability.CAPABILITY_LIST)
     except (FetchError, ResourceSyncParseError) as error:

@@ -26,7 +26,14 @@ from harvester.client import FetchError
 from harvester.mapping import RESERVED_PREFIX, UnsafePathError, member_name
 from harvester.report import Action, Outcome
 from harvester.session import HarvestSession
-from harvester.storage import CHUNK_SIZE, Expected, StoredFile, VerificationError, write_verified
+from harvester.storage import (
+    CHUNK_SIZE,
+    Expected,
+    SizeLimitError,
+    StoredFile,
+    VerificationError,
+    write_verified,
+)
 from harvester.transfer import store_entry
 from sitemaps.reader import Document, Entry, ResourceSyncParseError, parse_document
 
@@ -144,6 +151,7 @@ def _extract(
                 expected,
                 session.config.hash_algorithms,
                 modified=entry.lastmod,
+                limit=session.config.max_resource_bytes,
             )
     except (zipfile.BadZipFile, zlib.error, EOFError) as error:
         raise VerificationError(f"corrupt member {name!r}: {error}") from error
@@ -163,8 +171,16 @@ def _download_package(session: HarvestSession, entry: Entry, target: Path) -> St
                 response.iter_bytes(),
                 expected,
                 session.config.hash_algorithms,
+                limit=session.config.max_resource_bytes,
             ),
             headers={"Accept-Encoding": "identity"},
         )
-    except (FetchError, VerificationError, UnsafePathError, OSError, httpx.HTTPError) as error:
+    except (
+        FetchError,
+        VerificationError,
+        SizeLimitError,
+        UnsafePathError,
+        OSError,
+        httpx.HTTPError,
+    ) as error:
         return str(error)

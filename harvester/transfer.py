@@ -22,6 +22,7 @@ from harvester.session import HarvestSession
 from harvester.state import ResourceRecord
 from harvester.storage import (
     Expected,
+    SizeLimitError,
     StoredFile,
     VerificationError,
     check,
@@ -63,17 +64,31 @@ def download_one(session: HarvestSession, entry: Entry) -> Result:
                         expected,
                         session.config.hash_algorithms,
                         modified=entry.lastmod,
+                        limit=session.config.max_resource_bytes,
                     ),
                     headers={"Accept-Encoding": "identity"},
                 )
             except (FetchError, VerificationError, httpx.HTTPError) as error:
                 errors.append(error)
-        if len(errors) == 1:
-            raise errors[0]
-        reason = "; ".join(map(str, errors)) or "the URL is not on an allowed host"
-        raise FetchError(entry.loc, reason)
+            # SizeLimitError is not caught: a mirror is no smaller.
+        raise combined_error(entry, errors)
 
     return store_entry(session, entry, write)
+
+
+def combined_error(entry: Entry, errors: list[Exception]) -> Exception:
+    """One error for every URL tried: gone or different only if every one said so."""
+    if len(errors) == 1:
+        return errors[0]
+    reason = "; ".join(map(str, errors)) or "the URL is not on an allowed host"
+    if errors and all(isinstance(error, FetchError) and error.gone for error in errors):
+        return FetchError(entry.loc, reason, status=404)
+    if errors and all(
+        isinstance(error, VerificationError) or (isinstance(error, FetchError) and error.gone)
+        for error in errors
+    ):
+        return VerificationError(reason)
+    return FetchError(entry.loc, reason)
 
 
 def store_entry(session: HarvestSession, entry: Entry, write: Writer) -> Result:
@@ -87,8 +102,8 @@ def store_entry(session: HarvestSession, entry: Entry, write: Writer) -> Result:
             return Outcome(entry.loc, Action.DOWNLOADED, bytes=entry.length or 0), None
         expected = Expected.from_entry(entry, session.config.hash_algorithms)
         stored = write(target, expected)
-    except (UnsafePathError, VerificationError, FetchError, OSError) as error:
-        return Outcome(entry.loc, Action.FAILED, reason=str(error)), None
+    except (UnsafePathError, VerificationError, SizeLimitError, FetchError, OSError) as error:
+        return Outcome(entry.loc, failed_action(session, error), reason=str(error)), None
     record = ResourceRecord(
         path=target.relative_to(session.destination).as_posix(),
         length=stored.length,
@@ -97,6 +112,16 @@ def store_entry(session: HarvestSession, entry: Entry, write: Writer) -> Result:
         lastmod=entry.lastmod,
     )
     return Outcome(entry.loc, Action.DOWNLOADED, bytes=stored.length), record
+
+
+def failed_action(session: HarvestSession, error: Exception) -> Action:
+    """FAILED, unless a baseline reading a live source may leave it to the incremental run."""
+    if session.defer_changes:
+        if isinstance(error, FetchError) and error.gone:
+            return Action.GONE
+        if isinstance(error, VerificationError):
+            return Action.CHANGED
+    return Action.FAILED
 
 
 def current_copy(session: HarvestSession, entry: Entry, target: Path) -> ResourceRecord | None:

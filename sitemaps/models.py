@@ -48,6 +48,9 @@ class ResourceListPage(StoredDocument):
     in_index = models.BooleanField(
         default=False, help_text="Written as a part of an index (with rel=index)."
     )
+    last_key = models.BigIntegerField(
+        null=True, blank=True, help_text="The greatest key in the document as written."
+    )
 
     class Meta:
         ordering = ["resource_set", "after_key"]
@@ -122,6 +125,12 @@ class RegenerationState(models.Model):
     duration = models.DurationField(null=True, blank=True)
     pages_written = models.PositiveIntegerField(default=0, help_text="In the last run.")
     running_since = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(
+        null=True, blank=True, help_text="The running run's last sign of life."
+    )
+    holder = models.CharField(
+        max_length=200, blank=True, help_text="Host and process of the running run."
+    )
     progress_done = models.PositiveIntegerField(default=0)
     progress_total = models.PositiveIntegerField(default=0)
     scheduled_at = models.DateTimeField(

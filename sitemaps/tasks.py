@@ -81,7 +81,8 @@ def schedule(resource_set: ResourceSet, *, delay: float) -> None:
 
 
 def after_ingest(resource_set_id: int) -> None:
-    """After-commit hook: regenerate once the set passes its threshold.
+    """After events were committed (sitemaps.receivers): regenerate once the set passes
+    its threshold.
 
     Past N pending changes it runs now; otherwise after T seconds, so a lone
     change still shows in the open change list quickly.

@@ -20,8 +20,9 @@ from lxml import etree
 from sitemaps.reader import Document, parse_document
 from sitemaps.regeneration import regenerate
 from sources.models import ApiToken, DataProvider, ResourceSet
+from sources.services import EventsRejected, ingest_events
 
-from ..support import assert_valid, event, ingest, make_set, store_documents_in
+from ..support import assert_valid, event, make_set, store_documents_in
 
 HOST = "http://127.0.0.1:8000"
 
@@ -198,17 +199,24 @@ def test_the_capability_list_advertises_only_documents_already_written(client):
     ]
 
 
-@pytest.mark.django_db
-def test_history_posted_after_the_first_documents_shows_in_the_first_change_list(client):
-    resource_set = make_set()
-    regenerate(resource_set)  # as at creation: an empty list from the set's creation on
-    past = [datetime(2024, 5, day, tzinfo=UTC) for day in (1, 2)]
-
-    ingest(
-        resource_set, [event("created", f"old/{n}", datetime=when) for n, when in enumerate(past)]
+@pytest.mark.django_db(transaction=True)
+def test_a_new_set_takes_events_dated_from_its_creation_on(client):
+    """Its first Change List opens with the set, and nothing may fall before an open list."""
+    call_command(
+        "create_resource_set",
+        "acme",
+        "log",
+        "--url-prefix",
+        "https://d.example.org/",
+        stdout=io.StringIO(),
     )
+    resource_set = ResourceSet.objects.get(slug="log")
+    history = event("created", "old", datetime=datetime(2024, 5, 1, tzinfo=UTC))
 
-    content = client.get("/resourcesync/acme/articles/changelist-1.xml")
-    document = parse_document(b"".join(content.streaming_content))
-    assert [entry.datetime for entry in document.entries] == past
-    assert document.from_ == past[0]
+    with pytest.raises(EventsRejected) as rejected:
+        ingest_events(resource_set=resource_set, events=[history])
+    ingest_events(resource_set=resource_set, events=[event("created", "new")])  # dated on receipt
+
+    assert rejected.value.errors[0].field == "datetime"
+    document = parse_document(read(client, f"{HOST}/resourcesync/acme/log/changelist.xml", None))
+    assert [entry.loc for entry in document.entries] == ["http://data.example.org/new"]

@@ -46,9 +46,10 @@ from sitemaps.constants import (
     w3c_datetime,
 )
 from sources.generators.base import ChangeRecord, Link, ResourceRecord
+from validator.schema import XSD_DIR as SHIPPED_XSD_DIR
 
 DATA_DIR = Path(__file__).resolve().parent.parent / "data"
-XSD_DIR = DATA_DIR / "xsd"
+XSD_DIR = SHIPPED_XSD_DIR
 S = f"{{{SITEMAP_NS}}}"
 RS = f"{{{RS_NS}}}"
 

@@ -41,6 +41,7 @@ def test_state_round_trips(tmp_path: Path) -> None:
                 lastmod=dt.datetime(2023, 1, 1, tzinfo=dt.UTC),
             )
         },
+        unsettled={"https://source.example.org/b": "GET https://source.example.org/b: 404"},
     )
 
     save_state(tmp_path, state)

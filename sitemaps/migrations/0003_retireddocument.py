@@ -5,7 +5,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("rs_sitemaps", "0001_initial"),
+        ("rs_sitemaps", "0002_regeneration_heartbeat_and_last_key"),
     ]
 
     operations = [
