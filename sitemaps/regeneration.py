@@ -547,7 +547,8 @@ class RegenerationRun:
             since=page.since,
             until=page.until,
             capability_list_url=self.capability_list_url,
-            index_url=links.change_list_url(self.resource_set),
+            # Only a list under an index links to it (closing a list opens the next).
+            index_url=links.change_list_url(self.resource_set) if len(pages) > 1 else None,
             max_entries=self.capabilities.entries_per_document,
             max_bytes=self.max_bytes,
         )
@@ -574,6 +575,15 @@ class RegenerationRun:
         self.report.change_pages_written.append(page.number)
 
     def write_change_index(self, pages: list[ChangeListPage]) -> None:
+        """`changelist.xml`: the only Change List itself, or an index once there are several.
+
+        The same rule as `resourcelist.xml`, so a client that reads no index
+        (resync 2.0.1) syncs a set with one list through either URL.
+        """
+        if len(pages) == 1:
+            content = self.read_page(pages[0])
+            self.store_index(IndexDocument.Kind.CHANGE_LIST, content, pages[0].entries)
+            return
         parts = [
             ChangeListPart(
                 loc=links.change_list_page_url(self.resource_set, page.number),
@@ -605,7 +615,7 @@ class RegenerationRun:
     def index_exists(self, kind: str) -> bool:
         return IndexDocument.objects.filter(resource_set=self.resource_set, kind=kind).exists()
 
-    def read_page(self, page: ResourceListPage) -> bytes:
+    def read_page(self, page: StoredDocument) -> bytes:
         from .storage import document_storage
 
         with document_storage().open(page.storage_name, "rb") as handle:
