@@ -14,7 +14,7 @@ from sources.generators import get_generator
 from sources.models import Change, ResourceSet
 
 from . import cleanup
-from .documents import missing_documents
+from .descriptions import missing_documents
 from .models import RegenerationState
 from .regeneration import change_watermark, pending_changes, regenerate
 
