@@ -9,6 +9,7 @@ import json
 import os
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
@@ -148,7 +149,7 @@ MEDIA_ROOT = Path(os.environ.get("MEDIA_ROOT", DATA_DIR / "media"))
 # ResourceSync documents are written through Django's storage API, so an
 # S3-compatible backend can replace local files on multi-node deployments.
 LOCAL_STORAGE = "django.core.files.storage.FileSystemStorage"
-STORAGES = {
+STORAGES: dict[str, dict[str, Any]] = {
     "default": {"BACKEND": LOCAL_STORAGE},
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"}
     if not DEBUG
