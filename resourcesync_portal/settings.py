@@ -225,6 +225,11 @@ RESOURCESYNC_PUBLISHED_DIR = os.environ.get(
 # /files/<provider>/<set>/<path> (the demo uses it); off when a web server does.
 SERVE_RESOURCE_FILES = env_bool("SERVE_RESOURCE_FILES", True)
 
+# Sets whose resource_root_dir beat rescans (`manage.py scan`), as provider/set, comma-separated.
+RESOURCESYNC_SCAN_SETS = [
+    path.strip() for path in os.environ.get("RESOURCESYNC_SCAN_SETS", "").split(",") if path.strip()
+]
+
 # --- Ingestion API -----------------------------------------------------------
 INGEST_MAX_BODY_BYTES = int(os.environ.get("INGEST_MAX_BODY_BYTES", 512 * 1024 * 1024))
 INGEST_BATCH_SIZE = int(os.environ.get("INGEST_BATCH_SIZE", 2000))
@@ -266,6 +271,10 @@ CELERY_BEAT_SCHEDULE = {
     "cleanup-documents": {
         "task": "sitemaps.tasks.cleanup_documents",
         "schedule": timedelta(minutes=5),
+    },
+    "scan-folders": {
+        "task": "sources.tasks.scan_folders",
+        "schedule": timedelta(seconds=int(os.environ.get("RESOURCESYNC_SCAN_SECONDS", 300))),
     },
 }
 
