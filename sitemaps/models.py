@@ -88,11 +88,12 @@ class ChangeListPage(StoredDocument):
 
 
 class IndexDocument(StoredDocument):
-    """`resourcelist.xml` and `changelist.xml` of a set (a list or an index)."""
+    """`resourcelist.xml` and `changelist.xml` of a set (a list or an index), and its archive."""
 
     class Kind(models.TextChoices):
         RESOURCE_LIST = "resourcelist"
         CHANGE_LIST = "changelist"
+        CHANGE_LIST_ARCHIVE = "changelist-archive"
 
     resource_set = models.ForeignKey(
         ResourceSet, on_delete=models.CASCADE, related_name="index_documents"

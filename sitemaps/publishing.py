@@ -51,11 +51,12 @@ def published_root() -> Path | None:
 
 
 def capability_published(resource_set: ResourceSet, kind: str) -> bool:
-    """Whether the set publishes this capability ("resourcelist" or "changelist")."""
+    """Whether the set publishes this capability ("resourcelist", "changelist" or its archive)."""
     capabilities = resource_set.capabilities
     return {
         "resourcelist": capabilities.publish_resource_list,
         "changelist": capabilities.publish_change_list,
+        "changelist-archive": capabilities.publish_change_list,
     }[kind]
 
 

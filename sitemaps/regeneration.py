@@ -32,7 +32,7 @@ from sources.generators.base import ResourceRecord
 from sources.models import Change, ResourceSet
 from sources.services import resource_set_lock
 
-from . import forking, lease, links, planning, publishing
+from . import change_list_archive, forking, lease, links, planning, publishing
 from .builders import (
     ChangeListPart,
     DocumentPage,
@@ -506,7 +506,8 @@ class RegenerationRun:
                 continue
             self.write_change_page(page, pages)
         if changed or self.report.change_pages_written:
-            self.write_change_index(pages)
+            kept, archives_url = change_list_archive.retain(self, pages)
+            self.write_change_index(kept, archives_url=archives_url)
 
     def first_change_list(self) -> ChangeListPage:
         earliest = Change.objects.filter(resource_set=self.resource_set).aggregate(
@@ -566,7 +567,9 @@ class RegenerationRun:
         self.point_at(page, name, etag)
         self.report.change_pages_written.append(page.number)
 
-    def write_change_index(self, pages: list[ChangeListPage]) -> None:
+    def write_change_index(
+        self, pages: list[ChangeListPage], archives_url: str | None = None
+    ) -> None:
         parts = [
             ChangeListPart(
                 loc=links.change_list_page_url(self.resource_set, page.number),
@@ -576,7 +579,10 @@ class RegenerationRun:
             for page in pages
         ]
         content = build_change_list_index(
-            parts, since=pages[0].since, capability_list_url=self.capability_list_url
+            parts,
+            since=pages[0].since,
+            capability_list_url=self.capability_list_url,
+            archives_url=archives_url,
         )
         self.store_index(IndexDocument.Kind.CHANGE_LIST, content, len(pages))
 

@@ -141,3 +141,6 @@ resource_list = StoredDocumentView.as_view(model=IndexDocument, kind="resourceli
 resource_list_page = StoredDocumentView.as_view(model=ResourceListPage, kind="resourcelist")
 change_list = StoredDocumentView.as_view(model=IndexDocument, kind="changelist", index=True)
 change_list_page = StoredDocumentView.as_view(model=ChangeListPage, kind="changelist")
+change_list_archive = StoredDocumentView.as_view(
+    model=IndexDocument, kind="changelist-archive", index=True
+)
