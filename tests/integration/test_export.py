@@ -260,3 +260,22 @@ def test_a_set_never_regenerated_is_refused_with_a_hint(tmp_path: Path) -> None:
     FileSet(tmp_path / "root")
     with pytest.raises(CommandError, match="regenerate"):
         export("acme/articles", "--to", str(tmp_path / "www"))
+
+
+def test_the_change_list_archive_and_the_lists_in_it_are_exported(tmp_path: Path) -> None:
+    files = loaded(tmp_path)
+    capabilities = files.resource_set.capabilities
+    capabilities.changelist_keep = 1
+    capabilities.save()
+    files.ingest([files.write("a/one.txt", article(0, 2), change="updated")])
+    folder = tmp_path / "www"
+
+    export("acme/articles", "--to", str(folder), "--base-url", "http://static.example.net")
+
+    archive = parse_document(
+        (folder / "resourcesync/acme/articles/changelist-archive.xml").read_bytes()
+    )
+    assert archive.entries
+    for entry in archive.entries:
+        path = entry.loc.removeprefix("http://static.example.net/")
+        assert_valid((folder / path).read_bytes())
