@@ -105,12 +105,19 @@ def file_digests(path: str) -> tuple[str, str]:
 
 
 class FolderWalker:
-    """Walks a root without following symlinked folders; yields FoundFile or Skipped."""
+    """Walks a root without following symlinked folders; yields FoundFile or Skipped.
 
-    def __init__(self, root: str, url_prefix: str) -> None:
+    `known_uris` maps rel_paths already published to their URIs: those names
+    were checked when first found, so a rescan skips resolving them again.
+    """
+
+    def __init__(
+        self, root: str, url_prefix: str, known_uris: Mapping[str, str] | None = None
+    ) -> None:
         self.root = os.path.abspath(root)
         self.real_root = os.path.realpath(root)
         self.url_prefix = url_prefix
+        self.known_uris = known_uris or {}
 
     def __iter__(self) -> Iterator[FoundFile | Skipped]:
         return self.walk(self.root, "")
@@ -135,34 +142,50 @@ class FolderWalker:
                 yield self.examine(entry, rel_path)
 
     def examine(self, entry: os.DirEntry, rel_path: str) -> FoundFile | Skipped:
-        """One directory entry that is not a real folder."""
-        try:
-            escape_text(rel_path.encode("utf-8").decode())
-        except UnicodeEncodeError:
-            return Skipped(rel_path.encode("utf-8", "replace").decode(), "name is not UTF-8")
-        except ValueError as error:
-            return Skipped(repr(rel_path), f"name no URL can carry: {error}")
+        """One directory entry that is not a real folder.
+
+        Runs once per file on every rescan: a name already published skips
+        the name checks, and readability shows when a changed file is read.
+        """
         if entry.is_symlink() and not self.inside(entry.path):
-            return Skipped(rel_path, "symlink leads outside the resource root")
+            return Skipped(self.shown(rel_path), "symlink leads outside the resource root")
         try:
             status = entry.stat()  # follows a symlink inside the root
         except FileNotFoundError:
-            return Skipped(rel_path, "broken symlink")
+            return Skipped(self.shown(rel_path), "broken symlink")
         except OSError as error:
-            return Skipped(rel_path, f"cannot be read: {error.strerror}")
-        if stat.S_ISDIR(status.st_mode):
-            return Skipped(rel_path, "symlinked folder not followed")
+            return Skipped(self.shown(rel_path), f"cannot be read: {error.strerror}")
         if not stat.S_ISREG(status.st_mode):
-            return Skipped(rel_path, "not a regular file")
-        try:
-            uri = self.uri(rel_path)
-        except LocationError as error:
-            return Skipped(rel_path, f"name no URL can carry: {error}")
-        if not os.access(entry.path, os.R_OK):
-            return Skipped(rel_path, "cannot be read: permission denied", uri)
+            reason = "symlinked folder not followed" if stat.S_ISDIR(status.st_mode) else ""
+            return Skipped(self.shown(rel_path), reason or "not a regular file")
+        uri = self.known_uris.get(rel_path)
+        if uri is None:
+            try:
+                uri = self.new_uri(rel_path)
+            except LocationError as error:
+                return Skipped(self.shown(rel_path), f"name no URL can carry: {error}")
         return FoundFile(
             entry.path, rel_path, uri, status.st_size, mtime_datetime(status.st_mtime_ns)
         )
+
+    @staticmethod
+    def shown(rel_path: str) -> str:
+        """A name as a report can print it: undecodable bytes replaced, controls escaped."""
+        text = rel_path.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+        return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+    def new_uri(self, rel_path: str) -> str:
+        """The URI of a name not published yet, or LocationError saying why it cannot be."""
+        try:
+            rel_path.encode("utf-8")
+        except UnicodeEncodeError:
+            raise LocationError("is not UTF-8.") from None
+        uri = self.uri(rel_path)
+        try:
+            escape_text(rel_path)
+        except ValueError as error:
+            raise LocationError(f"{error}.") from None
+        return uri
 
     def inside(self, path: str) -> bool:
         real = os.path.realpath(path)
@@ -180,9 +203,16 @@ class FolderWalker:
             return ""
 
 
-def walk_folder(root: str, url_prefix: str) -> FolderWalker:
+def walk_folder(
+    root: str, url_prefix: str, known: Mapping[str, KnownResource] | None = None
+) -> FolderWalker:
     """What the folder holds now (seed 004's ResourceGenerator for a folder)."""
-    return FolderWalker(root, url_prefix)
+    known_uris = {
+        resource.location_value: uri
+        for uri, resource in (known or {}).items()
+        if resource.location_type == LocationType.REL_PATH
+    }
+    return FolderWalker(root, url_prefix, known_uris)
 
 
 def _event(change: str, found: FoundFile, md5: str, sha256: str) -> Event:

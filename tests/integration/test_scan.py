@@ -202,8 +202,11 @@ def test_names_no_url_can_carry_are_skipped(resource_set, root):
     report = scan_folder(resource_set=resource_set)
 
     assert set(published(resource_set)) == {"fine.txt"}
-    reasons = sorted(item.reason.split(":")[0] for item in report.skipped)
-    assert reasons == ["name is not UTF-8", "name no URL can carry"]
+    reasons = {item.rel_path: item.reason for item in report.skipped}
+    assert reasons == {
+        "bell\\x07.txt": "name no URL can carry: must not contain control characters.",
+        "latin-\ufffd.txt": "name no URL can carry: is not UTF-8.",
+    }
 
 
 def test_resources_posted_outside_the_folder_prefix_are_left_alone(resource_set, root):
