@@ -91,13 +91,17 @@ def fetch(url: str) -> HttpResponseBase:
 
 
 def _chunks(response: HttpResponseBase) -> Iterator[bytes]:
+    """The body, then its file closed; not `response.close()`, which would send
+    `request_finished` (and so close the database connection) mid-export."""
     try:
         if response.streaming:
             yield from response.streaming_content  # type: ignore[attr-defined]
         else:
             yield response.content  # type: ignore[attr-defined]
     finally:
-        response.close()
+        handle = getattr(response, "file_to_stream", None)
+        if handle is not None:
+            handle.close()
 
 
 def _body(url: str) -> bytes:
