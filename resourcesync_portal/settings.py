@@ -228,6 +228,11 @@ RESOURCESYNC_PUBLISHED_DIR = os.environ.get(
 # /files/<provider>/<set>/<path> (the demo uses it); off when a web server does.
 SERVE_RESOURCE_FILES = env_bool("SERVE_RESOURCE_FILES", True)
 
+# Sets whose resource_root_dir beat rescans (`manage.py scan`), as provider/set, comma-separated.
+RESOURCESYNC_SCAN_SETS = [
+    path.strip() for path in os.environ.get("RESOURCESYNC_SCAN_SETS", "").split(",") if path.strip()
+]
+
 # --- Ingestion API -----------------------------------------------------------
 # A request is one transaction: the limit keeps one inside gunicorn's timeout
 # (README, Production) and bounds the memory its validated events take.
@@ -273,6 +278,10 @@ CELERY_BEAT_SCHEDULE = {
     "cleanup-documents": {
         "task": "sitemaps.tasks.cleanup_documents",
         "schedule": timedelta(minutes=5),
+    },
+    "scan-folders": {
+        "task": "sources.tasks.scan_folders",
+        "schedule": timedelta(seconds=int(os.environ.get("RESOURCESYNC_SCAN_SECONDS", 300))),
     },
 }
 
