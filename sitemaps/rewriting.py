@@ -13,7 +13,7 @@ import datetime as dt
 from collections.abc import Callable, Iterable, Mapping
 
 from .protocol.constants import w3c_datetime
-from .protocol.reader import Document, Entry, Link, parse_document
+from .protocol.reader import Document, ParsedEntry, ParsedLink, parse_document
 from .protocol.writer import Attributes, DocumentWriter
 
 UrlRewrite = Callable[[str], str]
@@ -48,7 +48,7 @@ def _number(value: int | None) -> str:
     return "" if value is None else str(value)
 
 
-def _link(link: Link, rewrite: UrlRewrite) -> Attributes:
+def _link(link: ParsedLink, rewrite: UrlRewrite) -> Attributes:
     return {
         "rel": link.rel,
         "href": rewrite(link.href),
@@ -63,7 +63,7 @@ def _link(link: Link, rewrite: UrlRewrite) -> Attributes:
     }
 
 
-def _entry_md(entry: Entry) -> Attributes:
+def _entry_md(entry: ParsedEntry) -> Attributes:
     return {
         "capability": entry.capability or "",
         "at": _time(entry.at),
@@ -97,7 +97,7 @@ def render_parsed(document: Document, rewrite: UrlRewrite) -> bytes:
     return b"".join(parts)
 
 
-def _entries(writer: DocumentWriter, entries: Iterable[Entry], rewrite: UrlRewrite):
+def _entries(writer: DocumentWriter, entries: Iterable[ParsedEntry], rewrite: UrlRewrite):
     for entry in entries:
         yield writer.entry(
             rewrite(entry.loc),

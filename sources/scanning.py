@@ -23,6 +23,7 @@ from django.conf import settings
 from django.core.cache import cache
 from django.db import connection
 
+from .bulk import concrete_field
 from .events import Event
 from .generators.filesystem import FolderComparison, KnownResource, Skipped, walk_folder
 from .models import Resource, ResourceSet
@@ -67,7 +68,7 @@ def known_state(resource_set: ResourceSet) -> dict[str, KnownResource]:
     ORM's per-value datetime converter would cost more than the walk.
     """
     quote = connection.ops.quote_name
-    column = {name: quote(Resource._meta.get_field(name).column) for name in _STATE_COLUMNS}
+    column = {name: quote(concrete_field(Resource, name).column) for name in _STATE_COLUMNS}
     lastmod = column["lastmod"]
     if connection.vendor == "sqlite":  # naive UTC text: one C call to parse with a zone
         lastmod = f"{lastmod} || '+00:00'"
