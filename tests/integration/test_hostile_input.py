@@ -486,3 +486,20 @@ def test_after_every_hostile_event_the_set_still_publishes_the_next_valid_one(
     assert PREFIX + "valid.txt" in change_list_locs(client)
     assert PREFIX + "valid.txt" in resource_list_locs(client)
     assert datetime.now(UTC) - Change.objects.latest("id").datetime < timedelta(minutes=1)
+
+
+@pytest.mark.skipif(connection.vendor != "sqlite", reason="SQLite's database-wide write lock")
+def test_a_write_that_waits_out_the_lock_is_a_503_to_retry(file_database, live_server):
+    """Another writer holds SQLite's lock past the wait: 503 with Retry-After, not a 500."""
+    resource_set = make_set()
+    token = ApiTokenFactory(provider=resource_set.provider)
+    holder = sqlite3.connect(connection.settings_dict["NAME"], timeout=0)
+    try:
+        holder.execute("BEGIN IMMEDIATE")
+        response = live_post(live_server.url, token, "acme/articles", [event("busy.txt")])
+    finally:
+        holder.rollback()
+        holder.close()
+    assert response.status == 503
+    assert response.getheader("Retry-After") == "1"
+    assert not Change.objects.filter(resource_set=resource_set).exists()
