@@ -12,11 +12,12 @@ import logging
 import os
 import time
 from collections.abc import Iterable, Iterator
+from itertools import islice
 from typing import Any
 
+import orjson
 from django.db.models import Count, QuerySet, Sum
 from elasticsearch import Elasticsearch
-from elasticsearch.helpers import streaming_bulk
 from elasticsearch.serializer import OrjsonSerializer
 
 from .documents import changes_index, index_names, resources_index
@@ -34,7 +35,7 @@ KEYS_PER_SEARCH = 10_000
 #: Changes marked indexed per UPDATE (SQLite allows 32,766 parameters).
 MARK_BATCH_SIZE = 10_000
 #: Of a `_bulk` response, what failures need: each item's status and error.
-BULK_FILTER_PATH = ["items.*.status", "items.*.error"]
+BULK_FILTER_PATH = ["errors", "items.*.status", "items.*.error"]
 
 BulkAction = tuple[dict[str, Any], dict[str, Any] | None]
 
@@ -90,9 +91,14 @@ def _set_paths(set_ids: Iterable[int]) -> dict[int, str]:
     return {resource_set.pk: resource_set.path for resource_set in sets}
 
 
-def _as_is(action: BulkAction) -> BulkAction:
-    """Actions are built as (header, body) pairs already: nothing to expand."""
-    return action
+def _raise_refusals(response: Any) -> None:
+    """Fail on any refused action but the delete of a document already gone."""
+    if not response.get("errors"):
+        return
+    for item in response["items"]:
+        action, info = next(iter(item.items()))
+        if "error" in info and not (action == "delete" and info.get("status") == 404):
+            raise RuntimeError(f"Elasticsearch refused a {action}: {info['error']}")
 
 
 def _mark_indexed(change_ids: list[int]) -> None:
@@ -149,21 +155,23 @@ class Mirror:
         self.client.indices.refresh(index=f"{self.resources_index},{self.changes_index}")
 
     def send(self, actions: Iterable[BulkAction]) -> None:
-        """Send index and delete actions in `_bulk` requests; an absent one deletes fine."""
-        # The helper's types assume dict actions; it hands each one to the callback as is.
-        failures = streaming_bulk(
-            self.client,
-            actions,  # type: ignore[arg-type]
-            chunk_size=BATCH_SIZE,
-            expand_action_callback=_as_is,  # type: ignore[arg-type]
-            raise_on_error=False,
-            yield_ok=False,
-            filter_path=BULK_FILTER_PATH,
-        )
-        for _, item in failures:
-            action, info = next(iter(item.items()))
-            if not (action == "delete" and info.get("status") == 404):
-                raise RuntimeError(f"Elasticsearch refused a {action}: {info.get('error')}")
+        """Send index and delete actions, BATCH_SIZE per `_bulk` request.
+
+        The body is orjson lines joined by hand: for the same 50,000 documents,
+        `elasticsearch.helpers.streaming_bulk` took 2.3 times the client CPU and
+        8% longer (bench figures in the issue notes).
+        """
+        pending = iter(actions)
+        while chunk := list(islice(pending, BATCH_SIZE)):
+            lines = []
+            for header, source in chunk:
+                lines.append(orjson.dumps(header))
+                if source is not None:
+                    lines.append(orjson.dumps(source))
+            response = self.client.bulk(
+                body=b"\n".join(lines) + b"\n", filter_path=BULK_FILTER_PATH
+            )
+            _raise_refusals(response)
 
     def _resource_actions(self, keys: set[int]) -> Iterator[BulkAction]:
         """Index the current rows of these resources; delete the ones gone."""

@@ -8,13 +8,11 @@ which names the entry and the cause.
 
 from __future__ import annotations
 
-from functools import cache
+import copy
 from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
-from django.core.signals import setting_changed
-from django.dispatch import receiver
 from django.utils.module_loading import import_string
 
 from .base import BaseGenerator, ChangeRecord, Link, ReconcileReport, ResourceRecord
@@ -31,6 +29,9 @@ __all__ = [
 
 SETTING = "RESOURCESYNC_GENERATORS"
 
+#: Per alias, the settings entry a generator was built from, and the generator.
+_built: dict[str, tuple[dict[str, Any], BaseGenerator]] = {}
+
 
 class InvalidGeneratorError(ImproperlyConfigured):
     """The generator setting names a backend that cannot be imported or built."""
@@ -43,7 +44,7 @@ def _entry(alias: str) -> dict[str, Any]:
     entry = configured[alias]
     if not isinstance(entry, dict) or "BACKEND" not in entry:
         raise InvalidGeneratorError(f"{SETTING}[{alias!r}] must be a dict with a BACKEND.")
-    return dict(entry)
+    return entry
 
 
 def _backend_class(alias: str, path: Any) -> type[BaseGenerator]:
@@ -57,9 +58,8 @@ def _backend_class(alias: str, path: Any) -> type[BaseGenerator]:
     return backend
 
 
-@cache
-def _generator(alias: str) -> BaseGenerator:
-    params = _entry(alias)
+def _build(alias: str, entry: dict[str, Any]) -> BaseGenerator:
+    params = dict(entry)
     backend = _backend_class(alias, params.pop("BACKEND"))
     try:
         return backend(params)
@@ -68,12 +68,10 @@ def _generator(alias: str) -> BaseGenerator:
 
 
 def get_generator(alias: str = "default") -> BaseGenerator:
-    """The configured generator; one instance per alias until the setting changes."""
-    return _generator(alias)
-
-
-@receiver(setting_changed)
-def _forget_generators(*, setting: str, **kwargs: Any) -> None:
-    """Tests override the setting: the next `get_generator` builds from the new one."""
-    if setting == SETTING:
-        _generator.cache_clear()
+    """The configured generator: one instance per alias, built again if its entry changes."""
+    entry = _entry(alias)
+    built = _built.get(alias)
+    if built is None or built[0] != entry:
+        built = copy.deepcopy(entry), _build(alias, entry)
+        _built[alias] = built
+    return built[1]

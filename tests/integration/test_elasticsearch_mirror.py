@@ -172,3 +172,14 @@ def test_a_forked_page_builder_gets_its_own_client(use_elasticsearch):
         _inherited.clear()
     assert answers == [(True, 3)] * 4
     assert use_elasticsearch.client is parent  # the parent keeps its own
+
+
+def test_a_refused_document_fails_the_batch_but_deleting_an_absent_one_does_not(
+    use_elasticsearch,
+):
+    mirror = use_elasticsearch.mirror
+    absent = {"delete": {"_index": mirror.resources_index, "_id": "424242"}}
+    mirror.send([(absent, None)])
+    refused = {"index": {"_index": mirror.resources_index, "_id": "1"}}
+    with pytest.raises(RuntimeError, match="Elasticsearch refused a index"):
+        mirror.send([(refused, {"key": "not a number"})])

@@ -84,6 +84,9 @@ def test_a_changed_setting_gives_a_new_generator(settings):
         "default": {"BACKEND": ELASTICSEARCH, "INDEX_PREFIX": "other"}
     }
     assert get_generator().mirror.resources_index == "other-resources"
+    # Changed in place, as a script may do: still noticed.
+    settings.RESOURCESYNC_GENERATORS["default"]["INDEX_PREFIX"] = "third"
+    assert get_generator().mirror.resources_index == "third-resources"
 
 
 def _settings_from(environment: dict[str, str]) -> dict:
