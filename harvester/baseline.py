@@ -5,21 +5,29 @@ all its packages) is preferred when advertised; otherwise the Resource List
 (plain, or an index flattened to all its parts) is downloaded entry by entry.
 The sync point returned is the snapshot's `at` (its start, spec §4), where the
 next incremental run picks up.
+
+A live source changes while it is read: a listed resource may be deleted or
+updated before its GET. Such a resource (an HTTP 404 or 410, or bytes that
+differ from the listing) is not a failure of the baseline: it is recorded as
+unsettled, and the incremental run from `at` applies the change that explains
+it (or fails it, if the source lists none).
 """
 
 from __future__ import annotations
 
 import datetime as dt
 
-from harvester.documents import HarvestError, list_documents
 from harvester.dumps import download_packages, extract_members, read_manifest, work_directory
 from harvester.session import HarvestSession
 from harvester.transfer import download_resources
-from sitemaps.constants import Capability
+from harvester.walk import HarvestError, list_documents
+from sitemaps.protocol.constants import Capability
 
 
 def run_baseline(session: HarvestSession, capabilities: dict[str, str]) -> dt.datetime | None:
     """Copy the whole source; return the snapshot time it reflects."""
+    if not session.dry_run:
+        session.state.unsettled.clear()  # this baseline supersedes the last one
     if session.config.use_dumps and Capability.RESOURCE_DUMP in capabilities:
         return baseline_from_dump(session, capabilities[Capability.RESOURCE_DUMP])
     if Capability.RESOURCE_LIST in capabilities:
@@ -30,9 +38,13 @@ def run_baseline(session: HarvestSession, capabilities: dict[str, str]) -> dt.da
 def baseline_from_list(session: HarvestSession, url: str) -> dt.datetime | None:
     """Download every resource of the Resource List, part by part if it is an index."""
     snapshots: list[dt.datetime | None] = []
-    for document in list_documents(session, url, Capability.RESOURCE_LIST):
-        download_resources(session, document.entries)
-        snapshots.append(document.at)
+    session.defer_changes = True
+    try:
+        for document in list_documents(session, url, Capability.RESOURCE_LIST):
+            download_resources(session, document.entries)
+            snapshots.append(document.at)
+    finally:
+        session.defer_changes = False
     return earliest(snapshots)
 
 

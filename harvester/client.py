@@ -2,37 +2,57 @@
 
 Every GET goes through `HarvestClient.fetch`, which retries network errors,
 429 and 5xx answers with exponential backoff and then fails with one clear
-`FetchError`. The bearer token is sent only to the Capability List's origin
-(httpx drops it on redirects elsewhere), and no request, redirects included,
-leaves the configured `allowed_hosts`, so a hostile list cannot point the
-harvester at internal services.
+`FetchError`. The bearer token is sent only to the origin of the URL the user
+gave (httpx drops it on redirects elsewhere), and no request, redirects
+included, leaves the configured `allowed_hosts` (scheme, host and port, with
+subdomains), so a hostile list cannot point the harvester at internal
+services, not even at another port of the source's own host.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from types import TracebackType
 from typing import TypeVar
-from urllib.parse import urlsplit
+from urllib.parse import urljoin, urlsplit
 
 import httpx
 
-from harvester.config import HarvestConfig
+from harvester.config import DEFAULT_PORTS, HarvestConfig
 
 T = TypeVar("T")
 
 USER_AGENT = "resourcesync-portal-harvester/0.1"
 _RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
+#: Answers that say the resource is not there (any more).
+GONE_STATUSES = frozenset({404, 410})
 
 
 class FetchError(Exception):
     """A GET failed for good: after retries, or at once for a 4xx or a refused URL."""
 
-    def __init__(self, url: str, reason: str) -> None:
+    def __init__(self, url: str, reason: str, *, status: int | None = None) -> None:
         super().__init__(f"GET {url} failed: {reason}")
         self.url = url
         self.reason = reason
+        self.status = status
+
+    @property
+    def gone(self) -> bool:
+        """The source answered that the resource is not there (404 or 410)."""
+        return self.status in GONE_STATUSES
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    """A document or web page as discovery needs it: its body and where it links to."""
+
+    url: str
+    body: bytes
+    #: Targets of `Link: <...>; rel="..."` headers, by relation, made absolute.
+    links: dict[str, str]
 
 
 class HarvestClient:
@@ -47,6 +67,7 @@ class HarvestClient:
     ) -> None:
         self.config = config
         self._sleep = sleep
+        self._allowed = tuple(_split_origin(origin) for origin in config.allowed_hosts)
         self._http = httpx.Client(
             timeout=httpx.Timeout(config.timeout),
             follow_redirects=True,
@@ -72,31 +93,50 @@ class HarvestClient:
         self._http.close()
 
     def is_allowed(self, url: str) -> bool:
-        """Whether `url` is http(s) on an allowed host or one of its subdomains."""
+        """Whether `url` has an allowed scheme and port, on an allowed host or a subdomain."""
         parts = urlsplit(url)
-        host = (parts.hostname or "").rstrip(".")
-        if parts.scheme not in ("http", "https") or not host:
+        scheme, host = parts.scheme.lower(), (parts.hostname or "").rstrip(".")
+        if scheme not in DEFAULT_PORTS or not host:
+            return False
+        try:
+            port = parts.port or DEFAULT_PORTS[scheme]
+        except ValueError:
             return False
         return any(
-            host == allowed or host.endswith("." + allowed) for allowed in self.config.allowed_hosts
+            (scheme, port) == (allowed_scheme, allowed_port)
+            and (host == allowed_host or host.endswith("." + allowed_host))
+            for allowed_scheme, allowed_host, allowed_port in self._allowed
         )
 
     def fetch_document(self, url: str) -> bytes:
         """GET a ResourceSync document, refusing it once it passes the size limit."""
-        limit = self.config.max_document_bytes
+        return self.fetch(url, self._read_document)
 
-        def read(response: httpx.Response) -> bytes:
-            declared = response.headers.get("Content-Length", "")
-            if declared.isdigit() and int(declared) > limit:
-                raise FetchError(url, f"document is larger than the limit of {limit} bytes")
-            body = bytearray()
-            for chunk in response.iter_bytes():
-                body += chunk
-                if len(body) > limit:
-                    raise FetchError(url, f"document is larger than the limit of {limit} bytes")
-            return bytes(body)
+    def fetch_page(self, url: str) -> Page:
+        """GET a document or web page (same size limit) with the targets of its Link headers."""
+
+        def read(response: httpx.Response) -> Page:
+            links = {
+                str(rel): urljoin(str(response.url), link["url"])
+                for rel, link in response.links.items()
+                if rel and link.get("url")
+            }
+            return Page(url=url, body=self._read_document(response), links=links)
 
         return self.fetch(url, read)
+
+    def _read_document(self, response: httpx.Response) -> bytes:
+        """The body, refused once it passes `max_document_bytes`."""
+        limit, url = self.config.max_document_bytes, str(response.request.url)
+        declared = response.headers.get("Content-Length", "")
+        if declared.isdigit() and int(declared) > limit:
+            raise FetchError(url, f"document is larger than the limit of {limit} bytes")
+        body = bytearray()
+        for chunk in response.iter_bytes():
+            body += chunk
+            if len(body) > limit:
+                raise FetchError(url, f"document is larger than the limit of {limit} bytes")
+        return bytes(body)
 
     def fetch(
         self,
@@ -119,7 +159,8 @@ class HarvestClient:
                     if response.status_code in _RETRY_STATUSES:
                         last_reason = f"HTTP {response.status_code}"
                     elif response.status_code >= 400:
-                        raise FetchError(url, f"HTTP {response.status_code}")
+                        status = response.status_code
+                        raise FetchError(url, f"HTTP {status}", status=status)
                     else:
                         return consume(response)
             except httpx.TransportError as error:
@@ -141,6 +182,13 @@ class HarvestClient:
     def _refuse_foreign_hosts(self, request: httpx.Request) -> None:
         if not self.is_allowed(str(request.url)):
             raise FetchError(str(request.url), "redirected to a host that is not allowed")
+
+
+def _split_origin(origin: str) -> tuple[str, str, int]:
+    """`scheme://host:port` (as the config normalises it) as its three parts."""
+    scheme, _, rest = origin.partition("://")
+    host, _, port = rest.rpartition(":")
+    return scheme, host, int(port)
 
 
 def _origin(url: str) -> str:

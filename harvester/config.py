@@ -1,8 +1,15 @@
 """The harvester's YAML configuration, checked key by key.
 
-Only `capability_list_url` and `destination` are required::
+Only `destination` and where the source is are required: either a Capability
+List, or a `source_url` from which the harvester discovers it::
 
     capability_list_url: https://example.org/resourcesync/capabilitylist.xml
+    # or, instead: a Source Description (every set it lists is harvested, each into
+    # its own folder, unless `set` names one), or a site's base URL (the harvester
+    # tries /.well-known/resourcesync, robots.txt, then a rel="resourcesync" link)
+    source_url: https://example.org/
+    set: articles                      # with source_url: only the set whose Capability
+                                       # List URL is this, or whose folder ends in /articles
     destination: /srv/mirror           # relative paths are taken from the file's folder
     bearer_token_env: SOURCE_TOKEN     # or bearer_token: "..." (prefer the environment)
     hash_algorithms: [md5, sha-256]    # digests verified when the source gives them
@@ -11,9 +18,15 @@ Only `capability_list_url` and `destination` are required::
     retries: 3                         # extra attempts after a network error or a 5xx
     backoff: 0.5                       # seconds before the first retry, doubled each time
     max_document_bytes: 62914560       # larger ResourceSync documents are refused
+    max_resource_bytes: 1073741824     # larger resources (and dump packages) fail, 1 GiB;
+                                       # the only bound on one listed without a length
     use_dumps: true                    # prefer Resource/Change Dumps when advertised
     delete: true                       # remove local copies of deleted resources
-    allowed_hosts: [example.org]       # hosts (and their subdomains) we may fetch from
+    allowed_hosts: [example.org]       # where we may fetch from, redirects included:
+        # `example.org`: it and its subdomains, http and https on their default ports;
+        # `example.org:8080`: the same on that port; `https://example.org:8443`: that
+        # scheme and port only. Default: the origin (scheme, host, port) of the URL
+        # given above, its subdomains, and for http on port 80 also https on port 443.
 
 Unknown keys are errors, so a typo never silently falls back to a default.
 """
@@ -28,13 +41,18 @@ from urllib.parse import urlsplit
 
 import yaml
 
-from sitemaps.reader import DEFAULT_MAX_BYTES
+from sitemaps.protocol.reader import DEFAULT_MAX_BYTES
 
 SUPPORTED_HASHES = ("md5", "sha-256")
+#: The largest resource copied unless `max_resource_bytes` says otherwise: 1 GiB.
+DEFAULT_MAX_RESOURCE_BYTES = 1024**3
+DEFAULT_PORTS = {"http": 80, "https": 443}
 
 _KNOWN_KEYS = frozenset(
     {
         "capability_list_url",
+        "source_url",
+        "set",
         "destination",
         "bearer_token",
         "bearer_token_env",
@@ -44,6 +62,7 @@ _KNOWN_KEYS = frozenset(
         "retries",
         "backoff",
         "max_document_bytes",
+        "max_resource_bytes",
         "use_dumps",
         "delete",
         "allowed_hosts",
@@ -61,10 +80,16 @@ class ConfigError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class HarvestConfig:
-    """Everything one harvest needs to know about its source and destination."""
+    """Everything one harvest needs to know about its source and destination.
 
-    capability_list_url: str
+    `source_url` is the URL the user gave; `capability_list_url` is known from
+    the start when that is a Capability List, else once discovery has found it.
+    """
+
+    source_url: str
     destination: Path
+    capability_list_url: str | None = None
+    set_name: str | None = None
     bearer_token: str | None = None
     hash_algorithms: tuple[str, ...] = SUPPORTED_HASHES
     concurrency: int = 4
@@ -72,14 +97,21 @@ class HarvestConfig:
     retries: int = 3
     backoff: float = 0.5
     max_document_bytes: int = DEFAULT_MAX_BYTES
+    max_resource_bytes: int = DEFAULT_MAX_RESOURCE_BYTES
     use_dumps: bool = True
     delete: bool = True
     allowed_hosts: tuple[str, ...] = ()
 
+    def require_capability_list_url(self) -> str:
+        """The Capability List's URL, which a `source_url` only gives after discovery."""
+        if self.capability_list_url is None:
+            raise ValueError(f"no Capability List discovered yet from {self.source_url}")
+        return self.capability_list_url
+
     @property
     def source_origin(self) -> str:
-        """Scheme, host and port of the Capability List: the only place a token goes."""
-        parts = urlsplit(self.capability_list_url)
+        """Scheme, host and port of the URL the user gave: the only place a token goes."""
+        parts = urlsplit(self.source_url)
         return f"{parts.scheme}://{parts.netloc}".lower()
 
 
@@ -104,10 +136,12 @@ def config_from_mapping(data: dict[str, Any], *, base_dir: Path) -> HarvestConfi
     unknown = sorted(set(map(str, data)) - _KNOWN_KEYS)
     if unknown:
         raise ConfigError(unknown[0], "unknown key")
-    url = _required_url(data, "capability_list_url")
+    url, capability_list_url = _source(data)
     destination = Path(_required_string(data, "destination")).expanduser()
     return HarvestConfig(
-        capability_list_url=url,
+        source_url=url,
+        capability_list_url=capability_list_url,
+        set_name=_required_string(data, "set") if "set" in data else None,
         destination=destination if destination.is_absolute() else base_dir / destination,
         bearer_token=_bearer_token(data),
         hash_algorithms=_hash_algorithms(data),
@@ -116,10 +150,27 @@ def config_from_mapping(data: dict[str, Any], *, base_dir: Path) -> HarvestConfi
         retries=_integer(data, "retries", 3, minimum=0, maximum=20),
         backoff=_number(data, "backoff", 0.5, allow_zero=True),
         max_document_bytes=_integer(data, "max_document_bytes", DEFAULT_MAX_BYTES, minimum=1),
+        max_resource_bytes=_integer(
+            data, "max_resource_bytes", DEFAULT_MAX_RESOURCE_BYTES, minimum=1
+        ),
         use_dumps=_boolean(data, "use_dumps", True),
         delete=_boolean(data, "delete", True),
         allowed_hosts=_allowed_hosts(data, url),
     )
+
+
+def _source(data: dict[str, Any]) -> tuple[str, str | None]:
+    """The URL given, and the Capability List's when that is what was given."""
+    if "capability_list_url" in data and "source_url" in data:
+        raise ConfigError("source_url", "give capability_list_url or source_url, not both")
+    if "source_url" in data:
+        return _required_url(data, "source_url"), None
+    if "set" in data:
+        raise ConfigError("set", "picks a set of a source_url; a Capability List is one set")
+    if "capability_list_url" not in data:
+        raise ConfigError("capability_list_url", "is required, or a source_url to discover it")
+    url = _required_url(data, "capability_list_url")
+    return url, url
 
 
 def _required_string(data: dict[str, Any], key: str) -> str:
@@ -196,13 +247,46 @@ def _boolean(data: dict[str, Any], key: str, default: bool) -> bool:
 
 
 def _allowed_hosts(data: dict[str, Any], url: str) -> tuple[str, ...]:
+    """Normalised origins, `scheme://host:port`; a host also covers its subdomains."""
     value = data.get("allowed_hosts")
     if value is None:
-        return (str(urlsplit(url).hostname),)
+        parts = urlsplit(url)
+        origin = _origin(parts.scheme, str(parts.hostname), parts.port)
+        if parts.scheme == "http" and (parts.port or 80) == 80:
+            return (origin, _origin("https", str(parts.hostname), None))
+        return (origin,)
     if (
         not isinstance(value, list)
         or not value
         or not all(isinstance(item, str) and item.strip() for item in value)
     ):
         raise ConfigError("allowed_hosts", "must be a non-empty list of host names")
-    return tuple(item.strip().lower().rstrip(".") for item in value)
+    return tuple(origin for item in value for origin in _allowed_origins(item.strip()))
+
+
+def _allowed_origins(item: str) -> list[str]:
+    """`host`, `host:port` or `scheme://host[:port]` as the origins it allows."""
+    parts = urlsplit(item if "://" in item else f"//{item}")
+    try:
+        port = parts.port
+    except ValueError:
+        port = -1
+    schemes = [parts.scheme.lower()] if parts.scheme else list(DEFAULT_PORTS)
+    if (
+        not parts.hostname
+        or port == -1
+        or parts.path
+        or parts.query
+        or any(scheme not in DEFAULT_PORTS for scheme in schemes)
+    ):
+        raise ConfigError(
+            "allowed_hosts",
+            f"{item!r} is not a host, host:port or http(s)://host[:port] such as example.org",
+        )
+    return [_origin(scheme, parts.hostname, port) for scheme in schemes]
+
+
+def _origin(scheme: str, host: str, port: int | None) -> str:
+    """`scheme://host:port` with the default port written out, the host lower-cased."""
+    scheme = scheme.lower()
+    return f"{scheme}://{host.lower().rstrip('.')}:{port or DEFAULT_PORTS[scheme]}"

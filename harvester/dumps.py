@@ -26,9 +26,16 @@ from harvester.client import FetchError
 from harvester.mapping import RESERVED_PREFIX, UnsafePathError, member_name
 from harvester.report import Action, Outcome
 from harvester.session import HarvestSession
-from harvester.storage import CHUNK_SIZE, Expected, StoredFile, VerificationError, write_verified
+from harvester.storage import (
+    CHUNK_SIZE,
+    Expected,
+    SizeLimitError,
+    StoredFile,
+    VerificationError,
+    write_verified,
+)
 from harvester.transfer import store_entry
-from sitemaps.reader import Document, Entry, ResourceSyncParseError, parse_document
+from sitemaps.protocol.reader import Document, ParsedEntry, ResourceSyncParseError, parse_document
 
 MANIFEST_NAME = "manifest.xml"
 WORK_PREFIX = f"{RESERVED_PREFIX}-work-"
@@ -57,7 +64,7 @@ def work_directory(session: HarvestSession) -> Iterator[Path]:
 
 
 def download_packages(
-    session: HarvestSession, entries: Sequence[Entry], work: Path
+    session: HarvestSession, entries: Sequence[ParsedEntry], work: Path
 ) -> list[Package]:
     """Fetch packages concurrently; failures are recorded and the rest returned in order."""
     session.progress.start("packages", len(entries))
@@ -96,7 +103,9 @@ def read_manifest(session: HarvestSession, package: Package, capability: str) ->
     return manifest
 
 
-def extract_members(session: HarvestSession, package: Package, entries: Sequence[Entry]) -> None:
+def extract_members(
+    session: HarvestSession, package: Package, entries: Sequence[ParsedEntry]
+) -> None:
     """Write each entry's bitstream from the package to its mapped place, verified."""
     try:
         archive = zipfile.ZipFile(package.path)
@@ -125,7 +134,7 @@ def _extract(
     session: HarvestSession,
     archive: zipfile.ZipFile,
     name: str,
-    entry: Entry,
+    entry: ParsedEntry,
     target: Path,
     expected: Expected,
 ) -> StoredFile:
@@ -144,6 +153,7 @@ def _extract(
                 expected,
                 session.config.hash_algorithms,
                 modified=entry.lastmod,
+                limit=session.config.max_resource_bytes,
             )
     except (zipfile.BadZipFile, zlib.error, EOFError) as error:
         raise VerificationError(f"corrupt member {name!r}: {error}") from error
@@ -152,7 +162,9 @@ def _extract(
         raise VerificationError(f"cannot read member {name!r}: {error}") from error
 
 
-def _download_package(session: HarvestSession, entry: Entry, target: Path) -> StoredFile | str:
+def _download_package(
+    session: HarvestSession, entry: ParsedEntry, target: Path
+) -> StoredFile | str:
     expected = Expected.from_entry(entry, session.config.hash_algorithms)
     try:
         return session.client.fetch(
@@ -163,8 +175,16 @@ def _download_package(session: HarvestSession, entry: Entry, target: Path) -> St
                 response.iter_bytes(),
                 expected,
                 session.config.hash_algorithms,
+                limit=session.config.max_resource_bytes,
             ),
             headers={"Accept-Encoding": "identity"},
         )
-    except (FetchError, VerificationError, UnsafePathError, OSError, httpx.HTTPError) as error:
+    except (
+        FetchError,
+        VerificationError,
+        SizeLimitError,
+        UnsafePathError,
+        OSError,
+        httpx.HTTPError,
+    ) as error:
         return str(error)

@@ -8,6 +8,11 @@ range, bounds included, and only the latest change per resource is applied:
 created/updated are downloaded (or extracted) and verified, deleted removed.
 The newest `datetime` applied is returned: it is as far as the source's
 documents vouch for, in the source's own clock, so the next run starts there.
+
+Resources a baseline found gone or changed when it fetched them are settled by
+the change applied to them; one with no change listed in the range is a
+failure (the source's listing was wrong, or its change is not published yet),
+so the sync point stays and the next run looks again.
 """
 
 from __future__ import annotations
@@ -17,7 +22,6 @@ from collections.abc import Iterable
 from typing import Any
 
 from harvester.changes import Change, intersects, latest_changes
-from harvester.documents import HarvestError, list_documents
 from harvester.dumps import (
     Package,
     download_packages,
@@ -27,9 +31,9 @@ from harvester.dumps import (
 )
 from harvester.session import HarvestSession
 from harvester.transfer import delete_resources, download_resources
-from sitemaps.constants import Capability
-from sitemaps.constants import Change as ChangeType
-from sitemaps.reader import Document, Entry
+from harvester.walk import HarvestError, list_documents
+from sitemaps.protocol.constants import Capability, ChangeType
+from sitemaps.protocol.reader import Document, ParsedEntry
 
 
 def run_incremental(
@@ -39,18 +43,34 @@ def run_incremental(
     range_until: dt.datetime,
 ) -> dt.datetime | None:
     """Apply the source's changes within [range_from, range_until]; return the newest one's time."""
+    selected: list[Change[Document]] | list[Change[Package]]
     if session.config.use_dumps and Capability.CHANGE_DUMP in capabilities:
         url = capabilities[Capability.CHANGE_DUMP]
-        return incremental_from_dump(session, url, range_from, range_until)
-    if Capability.CHANGE_LIST in capabilities:
+        selected = incremental_from_dump(session, url, range_from, range_until)
+    elif Capability.CHANGE_LIST in capabilities:
         url = capabilities[Capability.CHANGE_LIST]
-        return incremental_from_list(session, url, range_from, range_until)
-    raise HarvestError("the Capability List advertises neither a Change List nor a Change Dump")
+        selected = incremental_from_list(session, url, range_from, range_until)
+    else:
+        raise HarvestError("the Capability List advertises neither a Change List nor a Change Dump")
+    settle_unsettled(session, {change.uri for change in selected})
+    return newest(selected)
+
+
+def settle_unsettled(session: HarvestSession, changed: set[str]) -> None:
+    """Forget what a baseline left unsettled once a change to it applied; fail the rest."""
+    failed = {outcome.uri for outcome in session.report.failures}
+    for uri, found in sorted(session.state.unsettled.items()):
+        if uri not in changed:
+            session.report.fail(
+                uri, f"{found} when the baseline fetched it, and no change to it is listed since"
+            )
+        elif uri not in failed and not session.dry_run:
+            del session.state.unsettled[uri]
 
 
 def incremental_from_list(
     session: HarvestSession, url: str, range_from: dt.datetime, range_until: dt.datetime
-) -> dt.datetime | None:
+) -> list[Change[Document]]:
     """Download created/updated and remove deleted resources named by the Change List."""
     documents = _documents_in_range(session, url, Capability.CHANGE_LIST, range_from, range_until)
     changes = [
@@ -61,12 +81,12 @@ def incremental_from_list(
     selected = latest_changes(changes, range_from, range_until)
     download_resources(session, [c.entry for c in selected if c.kind != ChangeType.DELETED])
     delete_resources(session, [c.uri for c in selected if c.kind == ChangeType.DELETED])
-    return newest(selected)
+    return selected
 
 
 def incremental_from_dump(
     session: HarvestSession, url: str, range_from: dt.datetime, range_until: dt.datetime
-) -> dt.datetime | None:
+) -> list[Change[Package]]:
     """Extract created/updated bitstreams from the Change Dump's packages, remove deleted ones."""
     documents = _documents_in_range(session, url, Capability.CHANGE_DUMP, range_from, range_until)
     package_entries = [
@@ -88,7 +108,7 @@ def incremental_from_dump(
         for package in dict.fromkeys(change.origin for change in updates):
             extract_members(session, package, [c.entry for c in updates if c.origin is package])
     delete_resources(session, [c.uri for c in selected if c.kind == ChangeType.DELETED])
-    return newest(selected)
+    return selected
 
 
 def newest(changes: Iterable[Change[Any]]) -> dt.datetime | None:
@@ -104,7 +124,7 @@ def _documents_in_range(
     range_from: dt.datetime,
     range_until: dt.datetime,
 ) -> list[Document]:
-    def parts_in_range(index: Document) -> list[Entry]:
+    def parts_in_range(index: Document) -> list[ParsedEntry]:
         parts = [p for p in index.entries if intersects(p.from_, p.until, range_from, range_until)]
         return sorted(parts, key=lambda part: part.from_ or dt.datetime.min.replace(tzinfo=dt.UTC))
 
@@ -112,7 +132,7 @@ def _documents_in_range(
     return [d for d in documents if intersects(d.from_, d.until, range_from, range_until)]
 
 
-def _entries(documents: Iterable[Document]) -> Iterable[tuple[Document, Entry]]:
+def _entries(documents: Iterable[Document]) -> Iterable[tuple[Document, ParsedEntry]]:
     for document in documents:
         for entry in document.entries:
             yield document, entry

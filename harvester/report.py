@@ -16,6 +16,14 @@ class Action(StrEnum):
     DELETED = "deleted"
     SKIPPED = "skipped"
     FAILED = "failed"
+    #: Listed by the Resource List but not there when a baseline fetched it.
+    GONE = "gone"
+    #: Listed by the Resource List, but its bytes differed when a baseline fetched it.
+    CHANGED = "changed"
+
+
+#: What a baseline leaves to the next incremental run instead of failing.
+DEFERRED = frozenset({Action.GONE, Action.CHANGED})
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,8 +73,11 @@ class SyncReport:
     skipped: int = 0
     bytes: int = 0
     failures: list[Outcome] = field(default_factory=list)
+    deferred: list[Outcome] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     audit: AuditResult | None = None
+    #: With several sets: each set's own report, by its folder under the destination.
+    sets: dict[str, SyncReport] = field(default_factory=dict)
     started: float = field(default_factory=time.monotonic)
     finished: float | None = None
 
@@ -74,6 +85,16 @@ class SyncReport:
     def failed(self) -> int:
         """How many resources, documents or packages failed."""
         return len(self.failures)
+
+    @property
+    def gone(self) -> int:
+        """Resources that disappeared between the Resource List and their GET."""
+        return sum(1 for outcome in self.deferred if outcome.action is Action.GONE)
+
+    @property
+    def changed(self) -> int:
+        """Resources whose bytes changed between the Resource List and their GET."""
+        return sum(1 for outcome in self.deferred if outcome.action is Action.CHANGED)
 
     @property
     def ok(self) -> bool:
@@ -94,6 +115,8 @@ class SyncReport:
             self.deleted += 1
         elif outcome.action is Action.SKIPPED:
             self.skipped += 1
+        elif outcome.action in DEFERRED:
+            self.deferred.append(outcome)
         else:
             self.failures.append(outcome)
 
@@ -111,10 +134,16 @@ class SyncReport:
                 f"failed {self.failed} {took}"
             )
         verb = "would download" if self.dry_run else "downloaded"
+        deferred = (
+            f"; {self.gone} gone and {self.changed} changed while read, "
+            "left to the next incremental run"
+            if self.deferred
+            else ""
+        )
         return (
             f"{self.mode}{' (dry run)' if self.dry_run else ''}: {verb} {self.downloaded}, "
             f"deleted {self.deleted}, skipped {self.skipped}, failed {self.failed}, "
-            f"{_size(self.bytes)} {took}"
+            f"{_size(self.bytes)} {took}{deferred}"
         )
 
     def as_dict(self) -> dict[str, Any]:
@@ -132,9 +161,17 @@ class SyncReport:
             "failed": self.failed,
             "bytes": self.bytes,
             "seconds": round(self.elapsed, 3),
+            "gone": self.gone,
+            "changed": self.changed,
             "failures": [{"uri": item.uri, "reason": item.reason} for item in self.failures],
+            "deferred": [
+                {"uri": item.uri, "action": item.action.value, "reason": item.reason}
+                for item in self.deferred
+            ],
             "warnings": list(self.warnings),
         }
+        if self.sets:
+            result["sets"] = {folder: part.as_dict() for folder, part in self.sets.items()}
         if self.audit is not None:
             result["audit"] = {
                 "same": self.audit.same,

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from harvester.client import HarvestClient
 from harvester.config import HarvestConfig
-from harvester.report import NoProgress, Outcome, Progress, SyncReport
-from harvester.state import ResourceRecord, SyncState, save_state
+from harvester.report import DEFERRED, NoProgress, Outcome, Progress, SyncReport
+from harvester.state import LocalCopy, SyncState, save_state
 
 #: Save the state at least this often (seconds) during a long run, so a crash loses little.
 CHECKPOINT_SECONDS = 30.0
@@ -28,6 +28,9 @@ class HarvestSession:
     report: SyncReport
     progress: Progress = field(default_factory=NoProgress)
     dry_run: bool = False
+    #: A baseline reading a live source: a resource gone or changed since the
+    #: Resource List is left to the incremental run, not failed.
+    defer_changes: bool = False
     _last_checkpoint: float = field(default_factory=time.monotonic)
     _checkpoint_interval: float = CHECKPOINT_SECONDS
 
@@ -37,12 +40,15 @@ class HarvestSession:
         return self.config.destination
 
     def record(
-        self, outcome: Outcome, *, copy: ResourceRecord | None = None, forget: bool = False
+        self, outcome: Outcome, *, copy: LocalCopy | None = None, forget: bool = False
     ) -> None:
-        """Count an outcome; remember the copy it produced, or forget a deleted one."""
+        """Count an outcome; remember the copy it produced, forget a deleted one, or
+        note one a baseline left unsettled."""
         self.report.add(outcome)
         if not self.dry_run:
-            if copy is not None:
+            if outcome.action in DEFERRED:
+                self.state.unsettled[outcome.uri] = outcome.reason
+            elif copy is not None:
                 self.state.resources[outcome.uri] = copy
             elif forget:
                 self.state.resources.pop(outcome.uri, None)

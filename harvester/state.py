@@ -4,7 +4,9 @@
 point (the time up to which it is known to be in step, which the next
 incremental run starts from) and a record per resource copied (its path,
 length, digests and the file's mtime), so an interrupted run resumes by
-skipping copies that are already right without hashing them again. The file
+skipping copies that are already right without hashing them again, and the
+resources a baseline found gone or changed when it fetched them, which the
+next incremental run must settle. The file
 is replaced atomically and rewritten at checkpoints during a run; the sync
 point moves only when a run finishes without failures. A lock file keeps two
 runs off the same destination.
@@ -33,7 +35,7 @@ class StateError(Exception):
 
 
 @dataclass(frozen=True, slots=True)
-class ResourceRecord:
+class LocalCopy:
     """A copy as it was written: enough to tell later whether it is still the same."""
 
     path: str
@@ -51,7 +53,9 @@ class SyncState:
     synced_until: dt.datetime | None = None
     last_mode: str | None = None
     last_run_at: dt.datetime | None = None
-    resources: dict[str, ResourceRecord] = field(default_factory=dict)
+    resources: dict[str, LocalCopy] = field(default_factory=dict)
+    #: URI -> what a baseline found (gone, or different from its listing), to settle.
+    unsettled: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict; datetimes as ISO strings."""
@@ -71,6 +75,7 @@ class SyncState:
                 }
                 for uri, record in sorted(self.resources.items())
             },
+            "unsettled": dict(sorted(self.unsettled.items())),
         }
 
     @classmethod
@@ -84,7 +89,7 @@ class SyncState:
             last_mode=data.get("last_mode"),
             last_run_at=_datetime(data.get("last_run_at")),
             resources={
-                uri: ResourceRecord(
+                uri: LocalCopy(
                     path=str(item["path"]),
                     length=int(item["length"]),
                     digests={str(k): str(v) for k, v in item.get("digests", {}).items()},
@@ -93,6 +98,7 @@ class SyncState:
                 )
                 for uri, item in data.get("resources", {}).items()
             },
+            unsettled={str(k): str(v) for k, v in data.get("unsettled", {}).items()},
         )
 
 

@@ -3,6 +3,10 @@
 Bytes go to a temporary file beside the target, are counted and hashed on the
 way, and only a copy whose length and digests match what the source listed is
 moved over the previous one with `os.replace` (atomic on one file system).
+No copy grows past a size limit, whether or not the source lists a length,
+and copies get the permissions the umask gives new files (`mkstemp` alone
+would leave them readable by their owner only, which no web server serving
+the mirror could read).
 """
 
 from __future__ import annotations
@@ -17,17 +21,32 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harvester.mapping import UnsafePathError, make_parents, refuse_symlinks
-from sitemaps.reader import Entry
+from sitemaps.protocol.reader import ParsedEntry
 
 #: ResourceSync hash names and their hashlib equivalents.
 HASHLIB_NAMES = {"md5": "md5", "sha-1": "sha1", "sha-256": "sha256"}
 TEMP_PREFIX = ".resourcesync-"
 TEMP_SUFFIX = ".part"
 CHUNK_SIZE = 64 * 1024
+#: What `open()` would create before the umask: read and write for everyone.
+NEW_FILE_MODE = 0o666
+# os.umask can only be read by setting it; done once, before any thread writes files.
+_UMASK_AT_IMPORT = os.umask(0o022)
+os.umask(_UMASK_AT_IMPORT)
 
 
 class VerificationError(Exception):
     """The bytes received differ from what the source said they would be."""
+
+
+class SizeLimitError(Exception):
+    """A resource is larger than the configured `max_resource_bytes`."""
+
+    def __init__(self, detail: str, limit: int) -> None:
+        super().__init__(
+            f"{detail} the limit of {limit} bytes (max_resource_bytes); "
+            "raise it in the configuration to harvest this resource"
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,7 +57,7 @@ class Expected:
     hashes: dict[str, str] = field(default_factory=dict)
 
     @classmethod
-    def from_entry(cls, entry: Entry, algorithms: Iterable[str]) -> Expected:
+    def from_entry(cls, entry: ParsedEntry, algorithms: Iterable[str]) -> Expected:
         """Keep the listed digests whose algorithm the configuration verifies."""
         wanted = set(algorithms)
         return cls(
@@ -64,8 +83,11 @@ def write_verified(
     algorithms: Iterable[str],
     *,
     modified: dt.datetime | None = None,
+    limit: int | None = None,
 ) -> StoredFile:
-    """Write `chunks` to `target` if they match `expected`; leave any old copy otherwise."""
+    """Write `chunks` to `target` if they match `expected` and `limit`; else leave any old copy."""
+    if limit is not None and expected.length is not None and expected.length > limit:
+        raise SizeLimitError(f"the source lists {expected.length} bytes, over", limit)
     make_parents(destination, target)
     hashers = _hashers({*algorithms, *expected.hashes})
     handle, temp_name = tempfile.mkstemp(dir=target.parent, prefix=TEMP_PREFIX, suffix=TEMP_SUFFIX)
@@ -75,6 +97,8 @@ def write_verified(
         with os.fdopen(handle, "wb") as out:
             for chunk in chunks:
                 length += len(chunk)
+                if limit is not None and length > limit:
+                    raise SizeLimitError("larger than", limit)
                 if expected.length is not None and length > expected.length:
                     raise VerificationError(
                         f"more than the listed length of {expected.length} bytes"
@@ -84,6 +108,7 @@ def write_verified(
                     hasher.update(chunk)
         digests = {name: hasher.hexdigest() for name, hasher in hashers.items()}
         check(expected, length, digests)
+        os.chmod(temp_path, NEW_FILE_MODE & ~current_umask())
         if modified is not None:
             timestamp = modified.timestamp()
             os.utime(temp_path, (timestamp, timestamp))
@@ -93,6 +118,18 @@ def write_verified(
         temp_path.unlink(missing_ok=True)
         raise
     return StoredFile(length=length, digests=digests, mtime_ns=os.stat(target).st_mtime_ns)
+
+
+def current_umask() -> int:
+    """The process's umask, read without changing it (Linux), else as found at import."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    return _UMASK_AT_IMPORT
 
 
 def check(expected: Expected, length: int, digests: dict[str, str]) -> None:

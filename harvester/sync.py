@@ -1,6 +1,9 @@
 """One harvest run: the entry point shared by the command and the Celery task.
 
-It reads the Capability List, runs a baseline, an incremental or an audit,
+A `source_url` is first resolved to the Capability Lists it leads to
+(`harvester.discovery`); several sets are harvested one after the other, each
+into its own folder (`harvester.sets`). For each set it reads the Capability
+List, runs a baseline, an incremental or an audit,
 and keeps the state: copies are remembered as they land, and the sync point
 moves only after a run without failures. The default incremental range runs
 from the last sync point to now.
@@ -17,17 +20,22 @@ from __future__ import annotations
 import datetime as dt
 import time
 from contextlib import AbstractContextManager, nullcontext
+from dataclasses import replace
 from enum import StrEnum
+from functools import partial
+from pathlib import PurePosixPath
 
 from harvester.audit import run_audit
 from harvester.baseline import run_baseline
 from harvester.client import HarvestClient
 from harvester.config import HarvestConfig
-from harvester.documents import HarvestError, read_capabilities
+from harvester.discovery import discover_capability_lists
 from harvester.incremental import run_incremental
 from harvester.report import NoProgress, Progress, SyncReport
 from harvester.session import HarvestSession
-from harvester.state import STATE_FILE, SyncState, destination_lock, load_state
+from harvester.sets import failed_set, merge_reports, set_folders
+from harvester.state import STATE_FILE, StateError, SyncState, destination_lock, load_state
+from harvester.walk import HarvestError, read_capabilities
 
 
 class Mode(StrEnum):
@@ -40,7 +48,7 @@ class Mode(StrEnum):
 
 def run_harvest(
     config: HarvestConfig,
-    mode: Mode | str,
+    mode: Mode | str | None = None,
     *,
     range_from: dt.datetime | None = None,
     range_until: dt.datetime | None = None,
@@ -48,7 +56,52 @@ def run_harvest(
     progress: Progress | None = None,
     now: dt.datetime | None = None,
 ) -> SyncReport:
-    """Run one harvest and report it; raises HarvestError/StateError when it cannot run."""
+    """Run one harvest of every set the config leads to, and report it.
+
+    Without a mode, each set gets its default (see `default_mode`). Raises
+    HarvestError/StateError when it cannot run (for several sets: when none
+    can be found; one set failing is a failure in the report).
+    """
+    harvest_set = partial(
+        run_set,
+        mode=mode,
+        range_from=range_from,
+        range_until=range_until,
+        dry_run=dry_run,
+        progress=progress,
+        now=now,
+    )
+    if config.capability_list_url is not None:
+        return harvest_set(config)
+    with HarvestClient(config) as client:
+        urls = discover_capability_lists(client, config.source_url, config.set_name)
+    if len(urls) == 1:
+        return harvest_set(replace(config, capability_list_url=urls[0]))
+    parts: dict[PurePosixPath, SyncReport] = {}
+    for url, folder in set_folders(urls).items():
+        destination = config.destination / folder
+        try:
+            parts[folder] = harvest_set(
+                replace(config, capability_list_url=url, destination=destination)
+            )
+        except (HarvestError, StateError) as error:
+            parts[folder] = failed_set(str(mode or "harvest"), url, error)
+    return merge_reports(parts)
+
+
+def run_set(
+    config: HarvestConfig,
+    mode: Mode | str | None,
+    *,
+    range_from: dt.datetime | None = None,
+    range_until: dt.datetime | None = None,
+    dry_run: bool = False,
+    progress: Progress | None = None,
+    now: dt.datetime | None = None,
+) -> SyncReport:
+    """Harvest one set (a Capability List); raises HarvestError/StateError when it cannot run."""
+    if mode is None:
+        mode = Mode.INCREMENTAL if range_from or range_until else default_mode(config)
     mode = Mode(mode)
     now = now or dt.datetime.now(dt.UTC)
     if mode is not Mode.INCREMENTAL and (range_from or range_until):
@@ -61,11 +114,7 @@ def run_harvest(
         destination_lock(config.destination) if writes else nullcontext()
     )
     with lock, HarvestClient(config) as client:
-        state = (
-            load_state(config.destination, config.capability_list_url)
-            if config.destination.is_dir()
-            else SyncState(capability_list_url=config.capability_list_url)
-        )
+        state = current_state(config)
         session = HarvestSession(
             config=config,
             client=client,
@@ -96,6 +145,14 @@ def run_harvest(
                 state.last_run_at = now
                 session.checkpoint(force=True)
     return report
+
+
+def current_state(config: HarvestConfig) -> SyncState:
+    """The destination's saved state, or a fresh one for a destination not made yet."""
+    url = config.require_capability_list_url()
+    if not config.destination.is_dir():
+        return SyncState(capability_list_url=url)
+    return load_state(config.destination, url)
 
 
 def incremental_range(
@@ -138,5 +195,5 @@ def default_mode(config: HarvestConfig) -> Mode:
     """Incremental once a baseline has succeeded at this destination, baseline before."""
     if not (config.destination / STATE_FILE).is_file():
         return Mode.BASELINE
-    state = load_state(config.destination, config.capability_list_url)
+    state = load_state(config.destination, config.require_capability_list_url())
     return Mode.INCREMENTAL if state.synced_until is not None else Mode.BASELINE

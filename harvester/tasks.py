@@ -11,8 +11,8 @@ from typing import Any
 from celery import shared_task
 
 from harvester.config import load_config
-from harvester.sync import Mode, default_mode, run_harvest
-from sitemaps.reader import parse_datetime
+from harvester.sync import Mode, run_harvest
+from sitemaps.protocol.reader import parse_datetime
 
 
 class HarvestIncomplete(Exception):
@@ -29,10 +29,9 @@ def harvest(
 ) -> dict[str, Any]:
     """Run one harvest from a config file; returns the report as a dict."""
     config = load_config(config_path)
-    has_range = range_from or range_until
     report = run_harvest(
         config,
-        Mode(mode) if mode else (Mode.INCREMENTAL if has_range else default_mode(config)),
+        Mode(mode) if mode else None,
         range_from=parse_datetime(range_from) if range_from else None,
         range_until=parse_datetime(range_until) if range_until else None,
         dry_run=dry_run,

@@ -12,6 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+from sitemaps.protocol.constants import MAX_DOCUMENT_BYTES
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -27,8 +30,17 @@ def env_list(name: str, default: str = "") -> list[str]:
     return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
 
 
-DEBUG = env_bool("DEBUG", default="SECRET_KEY" not in os.environ)
-SECRET_KEY = os.environ.get("SECRET_KEY", "insecure-development-key-set-SECRET_KEY-in-production")
+SECRET_KEY = os.environ.get("SECRET_KEY", "")
+DEBUG = env_bool("DEBUG", default=not SECRET_KEY)
+if not SECRET_KEY:
+    if not DEBUG:
+        # The development key is public: sessions and admin logins could be forged.
+        raise ImproperlyConfigured(
+            "SECRET_KEY is not set and DEBUG is off. Set SECRET_KEY to a long random value "
+            "(e.g. python -c 'import secrets; print(secrets.token_urlsafe(50))'), "
+            "or set DEBUG=1 for development."
+        )
+    SECRET_KEY = "insecure-development-key-set-SECRET_KEY-in-production"  # noqa: S105 (public)
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "127.0.0.1,localhost,testserver")
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS")
 
@@ -57,6 +69,8 @@ MIDDLEWARE = [
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
+    # Logs once per host when requests come in on a host PUBLIC_BASE_URL does not name.
+    "resourcesync_portal.hosts.PublicHostMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
@@ -99,6 +113,22 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     )
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
+# One cache shared by every process, so API rate limits count across gunicorn
+# workers and web nodes: Redis when CACHE_URL is set, else a database table
+# (`migrate` creates it: sources/migrations/0002_cache_table.py).
+CACHE_URL = os.environ.get("CACHE_URL", "")
+if CACHE_URL and not CACHE_URL.startswith(("redis://", "rediss://", "unix://")):
+    raise ImproperlyConfigured(f"CACHE_URL must be a redis:// URL, not {CACHE_URL!r}.")
+CACHES: dict[str, dict[str, object]] = {
+    "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": CACHE_URL}
+    if CACHE_URL
+    else {
+        "BACKEND": "django.core.cache.backends.db.DatabaseCache",
+        "LOCATION": "portal_cache",
+        "OPTIONS": {"MAX_ENTRIES": 10000},
+    }
+}
+
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
@@ -137,6 +167,8 @@ STORAGES = {
     },
 }
 
+# Load balancers probe /healthz over plain HTTP, also when HTTPS is enforced.
+SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
 # Production hardening; `manage.py check --deploy` passes with SECRET_KEY set.
 if not DEBUG:
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
@@ -182,7 +214,18 @@ ELASTICSEARCH_DSL_SIGNAL_PROCESSOR = "django_elasticsearch_dsl.signals.BaseSigna
 # --- ResourceSync documents --------------------------------------------------
 # https://www.sitemaps.org/protocol.html#index: 50,000 URLs and 50 MB per file.
 RESOURCESYNC_MAX_DOCUMENT_BYTES = int(
-    os.environ.get("RESOURCESYNC_MAX_DOCUMENT_BYTES", 50 * 1024 * 1024)
+    os.environ.get("RESOURCESYNC_MAX_DOCUMENT_BYTES", MAX_DOCUMENT_BYTES)
+)
+# A superseded document version stays readable this long (a reader may have
+# found its name just before the swap); then cleanup deletes it, with any file a
+# killed run left (sitemaps/cleanup.py).
+RESOURCESYNC_SUPERSEDED_GRACE_SECONDS = int(
+    os.environ.get("RESOURCESYNC_SUPERSEDED_GRACE_SECONDS", 300)
+)
+# A regeneration run beats every sixth of this; a run silent for this long is
+# presumed dead (killed, out of memory) and the next run takes its set over.
+RESOURCESYNC_REGENERATION_LEASE_SECONDS = float(
+    os.environ.get("RESOURCESYNC_REGENERATION_LEASE_SECONDS", 60)
 )
 # Public documents are also linked, under their URL paths, in this folder for a
 # front web server to send without Python (sitemaps/publishing.py and
@@ -197,11 +240,16 @@ RESOURCESYNC_PUBLISHED_DIR = os.environ.get(
 SERVE_RESOURCE_FILES = env_bool("SERVE_RESOURCE_FILES", True)
 
 # --- Ingestion API -----------------------------------------------------------
-INGEST_MAX_BODY_BYTES = int(os.environ.get("INGEST_MAX_BODY_BYTES", 512 * 1024 * 1024))
+# A request is one transaction: the limit keeps one inside gunicorn's timeout
+# (README, Production) and bounds the memory its validated events take.
+INGEST_MAX_BODY_BYTES = int(os.environ.get("INGEST_MAX_BODY_BYTES", 16 * 1024 * 1024))
+# How far ahead of this server's clock an event's `datetime` may be.
+INGEST_CLOCK_SKEW_SECONDS = int(os.environ.get("INGEST_CLOCK_SKEW_SECONDS", 300))
 INGEST_BATCH_SIZE = int(os.environ.get("INGEST_BATCH_SIZE", 2000))
 
 REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "sources.api.exceptions.api_exception_handler",
     "DEFAULT_THROTTLE_RATES": {
         "provider": os.environ.get("API_THROTTLE_RATE", "100000/hour"),
     },
@@ -232,6 +280,10 @@ CELERY_BEAT_SCHEDULE = {
     "regenerate-due-sets": {
         "task": "sitemaps.tasks.regenerate_due_sets",
         "schedule": timedelta(seconds=30),
+    },
+    "cleanup-documents": {
+        "task": "sitemaps.tasks.cleanup_documents",
+        "schedule": timedelta(minutes=5),
     },
 }
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The real services the test suite needs, Elasticsearch and Redis, together.
+# The real services the test suite needs, Elasticsearch, Redis and PostgreSQL, together.
 #
 #   scripts/services.sh start|stop|status
 #   scripts/services.sh run COMMAND...
@@ -10,9 +10,9 @@
 set -euo pipefail
 
 SCRIPTS=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-SERVICES=(elasticsearch redis)
+SERVICES=(elasticsearch redis postgres)
 # Per pair of ports: users/<pid> for each run, "started" lists what to stop at the end.
-STATE=$SCRIPTS/../.cache/services/${ES_PORT:-9200}-${REDIS_PORT:-6379}
+STATE=$SCRIPTS/../.cache/services/${ES_PORT:-9200}-${REDIS_PORT:-6379}-${PG_PORT:-5433}
 
 each() {
     local rc=0 s

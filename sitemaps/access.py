@@ -1,42 +1,53 @@
-"""Who may read a protected set's documents: a bearer token of its provider or staff."""
+"""Who may read a set's documents and files: base views that look up, check, answer.
+
+Like DRF's `GenericAPIView.get_object`, `get_resource_set()` looks the set up
+(404), checks the token against it (`sources.tokens`: 401 or 403) and returns
+it; a refusal raised anywhere in a view is answered once, in `dispatch`.
+"""
 
 from __future__ import annotations
 
-from django.http import HttpRequest
+from typing import Any
 
-from sources.models import ApiToken, ResourceSet, hash_token
+from django.http import HttpRequest, HttpResponse, HttpResponseBase
+from django.shortcuts import get_object_or_404
+from django.views import View
 
-
-class AccessDenied(Exception):
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-
-
-def bearer_token(request: HttpRequest) -> ApiToken | None:
-    """The request's bearer token; a malformed or unknown one is refused (401)."""
-    header = request.headers.get("Authorization", "")
-    if not header:
-        return None
-    scheme, _, key = header.partition(" ")
-    if scheme.lower() != "bearer" or not key.strip():
-        raise AccessDenied(401, "Use 'Authorization: Bearer <token>'.")
-    token = (
-        ApiToken.objects.select_related("user")
-        .filter(key_hash=hash_token(key.strip()), revoked=False)
-        .first()
-    )
-    if token is None:
-        raise AccessDenied(401, "Unknown or revoked token.")
-    return token
+from sources.models import ResourceSet
+from sources.tokens import CHALLENGE, AccessDenied, check_set_access
 
 
-def check_access(request: HttpRequest, resource_set: ResourceSet) -> None:
-    """Public sets are open; protected ones need a token that reaches them."""
-    if not resource_set.protected:
-        return
-    token = bearer_token(request)
-    if token is None:
-        raise AccessDenied(401, "This set is protected: send 'Authorization: Bearer <token>'.")
-    if not token.can_reach(resource_set):
-        raise AccessDenied(403, "This token does not reach this set.")
+def denied_response(error: AccessDenied) -> HttpResponse:
+    """A plain-text refusal; every 401 says which scheme to use."""
+    response = HttpResponse(str(error), status=error.status_code, content_type="text/plain")
+    if error.status_code == 401:
+        response["WWW-Authenticate"] = CHALLENGE
+    return response
+
+
+class ReadView(View):
+    """GET and HEAD only (405 otherwise); a refused token is answered here."""
+
+    http_method_names = ["get", "head"]
+
+    def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
+        try:
+            return super().dispatch(request, *args, **kwargs)
+        except AccessDenied as error:
+            return denied_response(error)
+
+
+class SetReadView(ReadView):
+    """A view under `<provider>/<set_slug>/`: a set of an active provider, if readable."""
+
+    resource_sets = ResourceSet.objects.select_related("provider", "capability_settings")
+
+    def get_resource_set(self) -> ResourceSet:
+        resource_set = get_object_or_404(
+            self.resource_sets,
+            provider__slug=self.kwargs["provider"],
+            provider__active=True,
+            slug=self.kwargs["set_slug"],
+        )
+        check_set_access(self.request, resource_set)
+        return resource_set

@@ -11,6 +11,8 @@ from django.db import models
 
 from sources.models import ResourceSet
 
+from .protocol.constants import Capability
+
 
 class StoredDocument(models.Model):
     """A generated document in the `resourcesync` storage, served as is."""
@@ -26,7 +28,7 @@ class StoredDocument(models.Model):
     class Meta:
         abstract = True
 
-    #: The capability it belongs to: "resourcelist" or "changelist".
+    #: The capability it belongs to: Capability.RESOURCE_LIST or CHANGE_LIST.
     kind: str
 
     @property
@@ -48,6 +50,9 @@ class ResourceListPage(StoredDocument):
     in_index = models.BooleanField(
         default=False, help_text="Written as a part of an index (with rel=index)."
     )
+    last_key = models.BigIntegerField(
+        null=True, blank=True, help_text="The greatest key in the document as written."
+    )
 
     class Meta:
         ordering = ["resource_set", "after_key"]
@@ -56,7 +61,7 @@ class ResourceListPage(StoredDocument):
             models.UniqueConstraint(fields=["resource_set", "after_key"], name="unique_rl_range"),
         ]
 
-    kind = "resourcelist"
+    kind = Capability.RESOURCE_LIST
 
     def __str__(self) -> str:
         return f"{self.resource_set} resourcelist-{self.number}"
@@ -78,7 +83,7 @@ class ChangeListPage(StoredDocument):
             models.UniqueConstraint(fields=["resource_set", "number"], name="unique_cl_page"),
         ]
 
-    kind = "changelist"
+    kind = Capability.CHANGE_LIST
 
     def __str__(self) -> str:
         return f"{self.resource_set} changelist-{self.number}"
@@ -88,8 +93,8 @@ class IndexDocument(StoredDocument):
     """`resourcelist.xml` and `changelist.xml` of a set (a list or an index)."""
 
     class Kind(models.TextChoices):
-        RESOURCE_LIST = "resourcelist"
-        CHANGE_LIST = "changelist"
+        RESOURCE_LIST = Capability.RESOURCE_LIST.value
+        CHANGE_LIST = Capability.CHANGE_LIST.value
 
     resource_set = models.ForeignKey(
         ResourceSet, on_delete=models.CASCADE, related_name="index_documents"
@@ -122,6 +127,12 @@ class RegenerationState(models.Model):
     duration = models.DurationField(null=True, blank=True)
     pages_written = models.PositiveIntegerField(default=0, help_text="In the last run.")
     running_since = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(
+        null=True, blank=True, help_text="The running run's last sign of life."
+    )
+    holder = models.CharField(
+        max_length=200, blank=True, help_text="Host and process of the running run."
+    )
     progress_done = models.PositiveIntegerField(default=0)
     progress_total = models.PositiveIntegerField(default=0)
     scheduled_at = models.DateTimeField(
@@ -131,3 +142,17 @@ class RegenerationState(models.Model):
 
     def __str__(self) -> str:
         return f"Regeneration of {self.resource_set}"
+
+
+class RetiredDocument(models.Model):
+    """A superseded version, kept readable for the grace period before cleanup deletes it.
+
+    A reader that found the old name in its row a moment before the swap can
+    still open it (RESOURCESYNC_SUPERSEDED_GRACE_SECONDS).
+    """
+
+    name = models.CharField(max_length=500, unique=True, help_text="Its storage name.")
+    retired_at = models.DateTimeField(db_index=True)
+
+    def __str__(self) -> str:
+        return self.name

@@ -29,6 +29,7 @@ from django.core.files.storage import FileSystemStorage
 from sources.models import ResourceSet
 
 from .models import ChangeListPage, IndexDocument, ResourceListPage, StoredDocument
+from .protocol.constants import Capability
 from .storage import GZIP_SUFFIX, document_storage
 
 URL_PREFIX = "resourcesync"
@@ -51,12 +52,12 @@ def published_root() -> Path | None:
 
 
 def capability_published(resource_set: ResourceSet, kind: str) -> bool:
-    """Whether the set publishes this capability ("resourcelist" or "changelist")."""
+    """Whether the set publishes this capability (a Resource List or a Change List)."""
     capabilities = resource_set.capabilities
     return {
-        "resourcelist": capabilities.publish_resource_list,
-        "changelist": capabilities.publish_change_list,
-    }[kind]
+        Capability.RESOURCE_LIST: capabilities.publish_resource_list,
+        Capability.CHANGE_LIST: capabilities.publish_change_list,
+    }[Capability(kind)]
 
 
 def is_public(resource_set: ResourceSet, kind: str) -> bool:

@@ -5,34 +5,34 @@ each touched resource key marks the Resource List page whose key range holds
 it; new keys land on the tail page. The open Change List is rewritten when
 it has new changes and is closed when its rotation period ends or it is
 full; a closed list is written once more, completely, and then never again.
+
+Which pages to write is planned over key ranges in `sitemaps.planning`; the
+run holds the set through a heartbeat lease (`sitemaps.lease`) and builds
+several pages at once in forked builders (`sitemaps.forking`).
 """
 
 from __future__ import annotations
 
-import bisect
 import logging
+import os
 import time
+from collections.abc import Iterator
+from concurrent.futures import Future
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import transaction
-from django.db.models import Max, Min, Q
+from django.db import connections, transaction
+from django.db.models import Min
 from django.utils import timezone
 
+from sitemaps.protocol.records import ResourceRecord
 from sources.generators import BaseGenerator, get_generator
 from sources.models import Change, ResourceSet
 from sources.services import resource_set_lock
 
-from . import links, publishing
-from .builders import (
-    ChangeListPart,
-    ResourceListPart,
-    build_change_list,
-    build_change_list_index,
-    build_resource_list,
-    build_resource_list_index,
-)
+from . import forking, lease, links, planning, publishing
 from .models import (
     ChangeListPage,
     IndexDocument,
@@ -40,12 +40,20 @@ from .models import (
     ResourceListPage,
     StoredDocument,
 )
+from .planning import KeyRange, Step
+from .protocol.builders import (
+    ChangeListPart,
+    DocumentPage,
+    ResourceListPart,
+    build_change_list,
+    build_change_list_index,
+    build_resource_list,
+    build_resource_list_index,
+)
 from .storage import delete_document, save_document
 
 logger = logging.getLogger(__name__)
 
-#: A run that has not finished after this long is presumed dead.
-LEASE = timedelta(minutes=30)
 ONE_MICROSECOND = timedelta(microseconds=1)
 
 
@@ -73,17 +81,6 @@ class RegenerationReport:
         )
 
 
-def _acquire(resource_set: ResourceSet, now: datetime) -> RegenerationState | None:
-    state, _ = RegenerationState.objects.get_or_create(resource_set=resource_set)
-    taken = RegenerationState.objects.filter(
-        Q(running_since__isnull=True) | Q(running_since__lt=now - LEASE), pk=state.pk
-    ).update(running_since=now, progress_done=0, progress_total=0)
-    if not taken:
-        return None
-    state.refresh_from_db()
-    return state
-
-
 def change_watermark(resource_set: ResourceSet, generator: BaseGenerator) -> int:
     """The highest change id the generator can already show, with all before it."""
     return generator.visible_through(resource_set)
@@ -100,50 +97,26 @@ def pending_changes(resource_set: ResourceSet) -> int:
     return Change.objects.filter(resource_set=resource_set, id__gt=through).count()
 
 
-def dirty_resource_pages(resource_set: ResourceSet) -> list[int]:
-    """Numbers of the Resource List pages pending changes will rewrite."""
-    pages = list(ResourceListPage.objects.filter(resource_set=resource_set))
-    if not pages:
-        return []
-    state, _ = RegenerationState.objects.get_or_create(resource_set=resource_set)
-    newest = Change.objects.filter(resource_set=resource_set).aggregate(n=Max("id"))["n"] or 0
-    changes = Change.objects.filter(
-        resource_set=resource_set, id__gt=state.through_change_id, id__lte=newest
-    )
-    return sorted(pages[position].number for position in touched_pages(pages, changes))
-
-
-def touched_pages(pages: list[ResourceListPage], changes) -> set[int]:
-    """Positions of the pages whose key ranges hold a key these changes touched."""
-    starts = [page.after_key for page in pages]
-    dirty: set[int] = set()
-    keys = changes.exclude(resource_key=None).values_list("resource_key", flat=True)
-    for key in keys.distinct().iterator(chunk_size=10_000):
-        # The page holding `key` has the greatest after_key below it.
-        dirty.add(max(bisect.bisect_left(starts, key) - 1, 0))
-    return dirty
-
-
 def regenerate(resource_set: ResourceSet, *, full: bool = False) -> RegenerationReport | None:
-    """Bring the set's documents up to date; None if another run holds the set."""
+    """Bring the set's documents up to date; None if a live run holds the set."""
     started = time.monotonic()
     with transaction.atomic():
         # Under the set's lock: an ingest still in its transaction commits
         # first, so `at` never claims changes this run cannot see.
         now = resource_set_lock(resource_set=resource_set)
-    state = _acquire(resource_set, now)
-    if state is None:
+    held = lease.acquire(resource_set, now)
+    if held is None:
         return None
     try:
-        report = _Run(resource_set, state, full=full, now=now).run()
-    except Exception as error:
-        RegenerationState.objects.filter(pk=state.pk).update(
-            running_since=None, last_error=f"{type(error).__name__}: {error}"
-        )
+        with lease.heartbeat(held) as beating:
+            report = RegenerationRun(
+                resource_set, held, full=full, now=now, heartbeat=beating
+            ).run()
+    except BaseException as error:  # interrupted too (Ctrl-C, a time limit): let go at once
+        held.release(last_error=f"{type(error).__name__}: {error}")
         raise
     report.seconds = time.monotonic() - started
-    RegenerationState.objects.filter(pk=state.pk).update(
-        running_since=None,
+    held.release(
         through_change_id=report.through_change_id,
         regenerated_at=now,
         duration=timedelta(seconds=report.seconds),
@@ -154,16 +127,63 @@ def regenerate(resource_set: ResourceSet, *, full: bool = False) -> Regeneration
     return report
 
 
-class _Run:
+@dataclass(frozen=True)
+class StoredPage:
+    """A page document saved to storage, as a forked builder reports it."""
+
+    name: str
+    etag: str
+    entries: int
+    size: int
+    last_key: int | None
+
+
+def key_range(page: ResourceListPage) -> KeyRange:
+    return KeyRange(after=page.after_key, through=page.through_key)
+
+
+#: In a forked page builder: the run it was forked from.
+_forked_run: RegenerationRun | None = None
+
+
+def _adopt_run(run: RegenerationRun) -> None:
+    """Pool initializer, in the child: remember the (inherited) run."""
+    global _forked_run
+    _forked_run = run
+
+
+def _build_in_worker(public_name: str, keys: KeyRange, in_index: bool) -> StoredPage | None:
+    """In a builder: build and store a page that keeps its range; None: the run redoes it."""
+    assert _forked_run is not None, "not in a forked page builder"
+    try:
+        result = _forked_run.build(keys, in_index)
+        if not result.entries or result.has_more:
+            return None  # it empties or splits: the run changes the ranges itself
+        return _forked_run.store(public_name, result)
+    finally:
+        connections.close_all()
+
+
+class RegenerationRun:
     """One regeneration of one set; holds what the steps share."""
 
     def __init__(
-        self, resource_set: ResourceSet, state: RegenerationState, *, full: bool, now: datetime
+        self,
+        resource_set: ResourceSet,
+        held: lease.Lease,
+        *,
+        full: bool,
+        now: datetime,
+        heartbeat: lease.Heartbeat | None = None,
     ) -> None:
         self.resource_set = resource_set
-        self.state = state
+        self.lease = held
+        self.heartbeat = heartbeat
         self.full = full
         self.now = now
+        self.through_change_id = RegenerationState.objects.values_list(
+            "through_change_id", flat=True
+        ).get(pk=held.state_pk)
         self.generator = get_generator()
         self.capabilities = resource_set.capabilities
         self.watermark = change_watermark(resource_set, self.generator)
@@ -197,18 +217,43 @@ class _Run:
     def new_changes(self):
         return Change.objects.filter(
             resource_set=self.resource_set,
-            id__gt=self.state.through_change_id,
+            id__gt=self.through_change_id,
             id__lte=self.watermark,
         )
 
     def progress(self, done: int, total: int) -> None:
-        RegenerationState.objects.filter(pk=self.state.pk).update(
-            progress_done=done, progress_total=total
-        )
+        """Show progress; it is also a heartbeat, and stops a run that lost its lease."""
+        self.lease.beat(progress_done=done, progress_total=total)
+
+    @contextmanager
+    def forking(self) -> Iterator[None]:
+        """No heartbeat (and so no connection in its thread) while children are forked."""
+        if self.heartbeat is None:
+            yield
+            return
+        with self.heartbeat.paused():
+            yield
 
     # Resource Lists
 
     def resource_lists(self) -> None:
+        pages, repaired = self.resource_pages()
+        dirty = list(pages) if self.full else self.plan(pages, repaired)
+        if not dirty and self.index_exists(IndexDocument.Kind.RESOURCE_LIST):
+            return
+        written = self.write_resource_pages(pages, dirty)
+        multi = len(written) > 1
+        stale = [p for p in written if p.in_index != multi]
+        if stale:
+            self.write_resource_pages(written, stale, multi=multi)
+        self.write_resource_index(written, multi)
+
+    def resource_pages(self) -> tuple[list[ResourceListPage], set[int]]:
+        """The set's pages in key order, and the positions to rebuild whatever changed.
+
+        Those are pages never written (a new first page, or a run killed before
+        storing one) and pages whose key range had to be repaired.
+        """
         pages = list(ResourceListPage.objects.filter(resource_set=self.resource_set))
         if not pages:
             pages = [
@@ -216,146 +261,200 @@ class _Run:
                     resource_set=self.resource_set, number=1, after_key=0, through_key=None
                 )
             ]
-            dirty = set(range(len(pages)))
-        elif self.full:
-            dirty = set(range(len(pages)))
-        else:
-            dirty = touched_pages(pages, self.new_changes())
-        if not dirty and self.index_exists(IndexDocument.Kind.RESOURCE_LIST):
-            return
-        written = self.write_resource_pages(pages, sorted(dirty))
-        multi = len(written) > 1
-        stale = [p for p in written if p.in_index != multi]
-        if stale:
-            self.write_resource_pages(written, [written.index(p) for p in stale], multi=multi)
-        self.write_resource_index(written, multi)
+        unwritten = {position for position, page in enumerate(pages) if not page.storage_name}
+        return pages, unwritten | self.repair_ranges(pages)
+
+    def repair_ranges(self, pages: list[ResourceListPage]) -> set[int]:
+        """Make the pages' key ranges tile every key again; the positions changed."""
+        ranges = [key_range(page) for page in pages]
+        fixed = planning.contiguous(ranges)
+        repaired = planning.changed_positions(ranges, fixed)
+        if not repaired:
+            return repaired
+        logger.warning("%s: repairing the key ranges of pages %s", self.resource_set, repaired)
+        with transaction.atomic():
+            for position in sorted(repaired):
+                page = pages[position]
+                page.after_key, page.through_key = fixed[position].after, fixed[position].through
+                page.save(update_fields=["after_key", "through_key"])
+        return repaired
+
+    def plan(self, pages: list[ResourceListPage], repaired: set[int]) -> list[ResourceListPage]:
+        """The pages the new changes make dirty; a full tail that only gains keys is closed."""
+        keys = self.new_changes().exclude(resource_key=None).values_list("resource_key", flat=True)
+        plan = planning.plan_rebuild(
+            [key_range(page) for page in pages],
+            keys.distinct().iterator(chunk_size=planning.KEYS_PER_FETCH),
+            full_tail_last_key=self.full_tail_last_key(pages[-1]),
+        )
+        if plan.close_tail_at is not None:
+            self.close_full_tail(pages, plan.close_tail_at)
+        return [pages[position] for position in sorted(plan.dirty | repaired)]
+
+    def full_tail_last_key(self, tail: ResourceListPage) -> int | None:
+        """The tail's last key when it is stored and exactly full, else None."""
+        full = tail.entries == self.capabilities.entries_per_document
+        return tail.last_key if full and tail.storage_name else None
+
+    def close_full_tail(self, pages: list[ResourceListPage], last_key: int) -> None:
+        """Close the full tail at its last key (its document stays) and open a page after it."""
+        self.split_page(pages, pages[-1], last_key)
+
+    def split_page(
+        self, pages: list[ResourceListPage], page: ResourceListPage, last_key: int
+    ) -> ResourceListPage:
+        """Close `page` at `last_key`; a new page after it takes the rest. One transaction."""
+        position = pages.index(page)
+        head, rest = planning.split([key_range(p) for p in pages], position, last_key)[
+            position : position + 2
+        ]
+        with transaction.atomic():
+            page.through_key = head.through
+            page.save(update_fields=["through_key"])
+            created = ResourceListPage.objects.create(
+                resource_set=self.resource_set,
+                number=self.next_number(pages),
+                after_key=rest.after,
+                through_key=rest.through,
+            )
+        pages.insert(position + 1, created)
+        return created
+
+    def merge_page(self, pages: list[ResourceListPage], page: ResourceListPage) -> None:
+        """An emptied page gives its key range to the next page and goes. One transaction."""
+        position = pages.index(page)
+        following = pages[position + 1]
+        widened = planning.merge_into_next([key_range(p) for p in pages], position)[position]
+        publishing.withdraw(self.resource_set, page)
+        storage_name = page.storage_name
+        with transaction.atomic():
+            page.delete()
+            following.after_key = widened.after
+            following.save(update_fields=["after_key"])
+        delete_document(storage_name)
+        del pages[position]
 
     def write_resource_pages(
-        self, pages: list[ResourceListPage], dirty: list[int], *, multi: bool | None = None
+        self,
+        pages: list[ResourceListPage],
+        dirty: list[ResourceListPage],
+        *,
+        multi: bool | None = None,
     ) -> list[ResourceListPage]:
-        """Rewrite pages at the given positions; full pages spill into new ones.
+        """Rewrite the dirty pages in key order; a full page spills into a new one.
 
-        Building a page is CPU-bound Python, so with several to write, forked
-        workers (one per CPU) build and store them while this loop records
-        each in order; a page that spills over or empties is built again here.
-        Not inside a transaction: the workers' connections could not see its rows.
+        With several to write, forked builders build and store the pages that
+        keep their range while this loop records each in order; a page that
+        spills over or empties is built again here, where ranges change.
         """
-        import multiprocessing
-        import os
-        from multiprocessing.connection import Connection
-
-        from django.db import connection, connections
-
-        def build(page: ResourceListPage, in_index: bool):
-            records = self.generator.iter_resources(
-                self.resource_set, after=page.after_key, through=page.through_key
-            )
-            return build_resource_list(
-                records,
-                at=self.at,
-                capability_list_url=self.capability_list_url,
-                index_url=links.resource_list_url(self.resource_set) if in_index else None,
-                max_entries=self.capabilities.entries_per_document,
-                max_bytes=self.max_bytes,
-            )
-
-        def save(page: ResourceListPage, result) -> tuple[str, str, int, int]:
-            name, etag = save_document(self.directory, page.public_name, result.content)
-            return name, etag, result.entries, len(result.content)
-
-        def work(positions: list[int], in_index: bool, channel) -> None:
-            """In a worker: send (number, stored page or None to build it again) per page."""
-            try:
-                for page in (pages[position] for position in positions):
-                    result = build(page, in_index)
-                    keeps_range = result.entries and not result.has_more
-                    channel.send((page.number, save(page, result) if keeps_range else None))
-            except BaseException as error:
-                try:
-                    channel.send((None, error))
-                except Exception:  # one that pickle cannot carry
-                    channel.send((None, RuntimeError(repr(error))))
-            finally:
-                connections.close_all()
-
-        queue = list(dirty)
         built_in_index = multi if multi is not None else len(pages) > 1
-        built_elsewhere: dict[int, Connection] = {}  # page number -> its worker's pipe
-        workers = []
-        count = min(len(queue), os.cpu_count() or 1)
+        queue = list(dirty)
+        done = 0
+        with self.prebuilt(queue, built_in_index) as prebuilt:
+            while queue:
+                page = queue.pop(0)
+                stored = self.take_prebuilt(prebuilt, page)
+                if stored is not None:
+                    in_index = built_in_index
+                else:
+                    in_index = multi if multi is not None else len(pages) > 1
+                    stored = self.build_here(pages, page, queue, in_index)
+                    if stored is None:
+                        continue
+                self.store_page(page, stored, in_index)
+                done += 1
+                self.progress(done, done + len(queue))
+        return pages
+
+    def build_here(
+        self,
+        pages: list[ResourceListPage],
+        page: ResourceListPage,
+        queue: list[ResourceListPage],
+        in_index: bool,
+    ) -> StoredPage | None:
+        """Build and store a page here, changing ranges as it asks; None if it merged away.
+
+        A page that overflowed is closed at its last key and the new page after
+        it is queued next.
+        """
+        result = self.build(key_range(page), in_index)
+        last_key = result.last_record.key if result.last_record is not None else None
+        step = planning.after_build(
+            entries=result.entries,
+            overflowed=result.has_more,
+            last_key=last_key,
+            is_last=page is pages[-1],
+            count=len(pages),
+        )
+        if step is Step.MERGE:
+            self.merge_page(pages, page)
+            return None
+        if step is Step.SPLIT and last_key is not None:
+            queue.insert(0, self.split_page(pages, page, last_key))
+        return self.store(page.public_name, result)
+
+    @contextmanager
+    def prebuilt(
+        self, queue: list[ResourceListPage], in_index: bool
+    ) -> Iterator[dict[int, Future[StoredPage | None]]]:
+        """Pages being built by forked builders, by page number (none when we may not fork)."""
+        workers = min(len(queue), os.cpu_count() or 1)
         # Celery's prefork workers are daemonic and may not fork. A forked
         # child gets its own Elasticsearch clients (sources.generators.elasticsearch).
-        can_fork = not multiprocessing.current_process().daemon
-        if count > 1 and can_fork and not connection.in_atomic_block:
-            context = multiprocessing.get_context("fork")
-            connections.close_all()  # each worker opens its own
-            for share in (queue[start::count] for start in range(count)):
-                reader, writer = context.Pipe(duplex=False)
-                workers.append(context.Process(target=work, args=(share, built_in_index, writer)))
-                workers[-1].daemon = True
-                workers[-1].start()
-                writer.close()  # a worker that dies now makes recv() raise EOFError
-                built_elsewhere.update((pages[position].number, reader) for position in share)
-        done = 0
-        while queue:
-            position = queue.pop(0)
-            page = pages[position]
-            is_tail = position == len(pages) - 1
-            in_index = multi if multi is not None else len(pages) > 1
-            stored = None
-            if page.number in built_elsewhere:
-                try:
-                    number, stored = built_elsewhere.pop(page.number).recv()
-                except EOFError:  # its worker died
-                    number, stored = None, None
-                if number != page.number:
-                    raise RuntimeError(f"page {page.number} could not be built") from stored
-                in_index = built_in_index
-            if stored is None:
-                result = build(page, in_index)
-                if result.has_more and result.last_record is not None:
-                    # Close this page at its last key; the rest goes to a new page after it.
-                    split = ResourceListPage.objects.create(
-                        resource_set=self.resource_set,
-                        number=self.next_number(pages),
-                        after_key=result.last_record.key,
-                        through_key=page.through_key,
+        if workers < 2 or not forking.can_fork():
+            yield {}
+            return
+        with forking.forked_pool(workers, _adopt_run, (self,)) as pool:
+            with self.forking():  # the children are forked at the first submit
+                futures = {
+                    page.number: pool.submit(
+                        _build_in_worker, page.public_name, key_range(page), in_index
                     )
-                    page.through_key = result.last_record.key
-                    pages.insert(position + 1, split)
-                    queue = [p + 1 if p > position else p for p in queue]
-                    queue.insert(0, position + 1)
-                elif result.entries == 0 and not is_tail and len(pages) > 1:
-                    # An emptied page gives its key range to the next page and goes.
-                    following = pages[position + 1]
-                    publishing.withdraw(self.resource_set, page)
-                    delete_document(page.storage_name)
-                    page.delete()
-                    following.after_key = page.after_key
-                    following.save(update_fields=["after_key"])
-                    del pages[position]
-                    queue = [p - 1 if p > position else p for p in queue]
-                    continue
-                stored = save(page, result)
-            self.store_page(page, stored, in_index)
-            self.report.resource_pages_written.append(page.number)
-            done += 1
-            self.progress(done, done + len(queue))
-        for worker in workers:
-            worker.join()
-        return pages
+                    for page in queue
+                }
+            yield futures
+
+    def take_prebuilt(
+        self, prebuilt: dict[int, Future[StoredPage | None]], page: ResourceListPage
+    ) -> StoredPage | None:
+        """The page as a builder stored it; None when it is to be built here."""
+        future = prebuilt.pop(page.number, None)
+        if future is None:
+            return None
+        try:
+            return future.result()
+        except Exception as error:  # its builder failed or died
+            raise RuntimeError(f"page {page.number} could not be built") from error
+
+    def build(self, keys: KeyRange, in_index: bool) -> DocumentPage[ResourceRecord]:
+        records = self.generator.iter_resources(
+            self.resource_set, after=keys.after, through=keys.through
+        )
+        return build_resource_list(
+            records,
+            at=self.at,
+            capability_list_url=self.capability_list_url,
+            index_url=links.resource_list_url(self.resource_set) if in_index else None,
+            max_entries=self.capabilities.entries_per_document,
+            max_bytes=self.max_bytes,
+        )
+
+    def store(self, public_name: str, result: DocumentPage[ResourceRecord]) -> StoredPage:
+        name, etag = save_document(self.directory, public_name, result.content)
+        last_key = result.last_record.key if result.last_record is not None else None
+        return StoredPage(name, etag, result.entries, len(result.content), last_key)
 
     def next_number(self, pages: list[ResourceListPage]) -> int:
         return max(page.number for page in pages) + 1
 
-    def store_page(
-        self, page: ResourceListPage, stored: tuple[str, str, int, int], in_index: bool
-    ) -> None:
-        """Point the page at its saved document: (storage name, etag, entries, size)."""
-        name, etag, entries, size = stored
-        page.entries, page.size, page.in_index = entries, size, in_index
+    def store_page(self, page: ResourceListPage, stored: StoredPage, in_index: bool) -> None:
+        """Point the page at its saved document."""
+        page.entries, page.size, page.in_index = stored.entries, stored.size, in_index
+        page.last_key = stored.last_key
         page.at, page.completed, page.generated_at = self.at, timezone.now(), timezone.now()
-        self.point_at(page, name, etag)
+        self.point_at(page, stored.name, stored.etag)
+        self.report.resource_pages_written.append(page.number)
 
     def write_resource_index(self, pages: list[ResourceListPage], multi: bool) -> None:
         if multi:
@@ -404,11 +503,18 @@ class _Run:
             self.write_change_index(pages)
 
     def first_change_list(self) -> ChangeListPage:
-        earliest = Change.objects.filter(resource_set=self.resource_set).aggregate(
-            first=Min("datetime")
-        )["first"]
-        since = min(filter(None, [earliest, self.resource_set.created_at]))
-        return ChangeListPage.objects.create(resource_set=self.resource_set, number=1, since=since)
+        """Open the first list under the set's lock and record its start, which
+        ingestion then enforces: no accepted change can fall before it."""
+        with transaction.atomic():
+            resource_set_lock(resource_set=self.resource_set)
+            earliest = Change.objects.filter(resource_set=self.resource_set).aggregate(
+                first=Min("datetime")
+            )["first"]
+            since = min(filter(None, [earliest, self.resource_set.created_at]))
+            ResourceSet.objects.filter(pk=self.resource_set.pk).update(accepts_changes_since=since)
+            return ChangeListPage.objects.create(
+                resource_set=self.resource_set, number=1, since=since
+            )
 
     def close(self, page: ChangeListPage, until: datetime) -> ChangeListPage:
         """Close `page` at `until` under the set's lock and open the next list."""
@@ -435,7 +541,8 @@ class _Run:
             since=page.since,
             until=page.until,
             capability_list_url=self.capability_list_url,
-            index_url=links.change_list_url(self.resource_set),
+            # Only a list under an index links to it (closing a list opens the next).
+            index_url=links.change_list_url(self.resource_set) if len(pages) > 1 else None,
             max_entries=self.capabilities.entries_per_document,
             max_bytes=self.max_bytes,
         )
@@ -462,6 +569,15 @@ class _Run:
         self.report.change_pages_written.append(page.number)
 
     def write_change_index(self, pages: list[ChangeListPage]) -> None:
+        """`changelist.xml`: the only Change List itself, or an index once there are several.
+
+        The same rule as `resourcelist.xml`, so a client that reads no index
+        (resync 2.0.1) syncs a set with one list through either URL.
+        """
+        if len(pages) == 1:
+            content = self.read_page(pages[0])
+            self.store_index(IndexDocument.Kind.CHANGE_LIST, content, pages[0].entries)
+            return
         parts = [
             ChangeListPart(
                 loc=links.change_list_page_url(self.resource_set, page.number),
@@ -493,7 +609,7 @@ class _Run:
     def index_exists(self, kind: str) -> bool:
         return IndexDocument.objects.filter(resource_set=self.resource_set, kind=kind).exists()
 
-    def read_page(self, page: ResourceListPage) -> bytes:
+    def read_page(self, page: StoredDocument) -> bytes:
         from .storage import document_storage
 
         with document_storage().open(page.storage_name, "rb") as handle:

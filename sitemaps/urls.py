@@ -1,6 +1,7 @@
 from django.urls import path
 
 from . import views
+from .open_change_list import open_change_list
 
 app_name = "sitemaps"
 
@@ -17,4 +18,5 @@ urlpatterns = [
     ),
     path(SET + "changelist.xml", views.change_list, name="change-list"),
     path(SET + "changelist-<int:number>.xml", views.change_list_page, name="change-list-page"),
+    path(SET + "changelist-open.xml", open_change_list, name="change-list-open"),
 ]

@@ -6,69 +6,40 @@ Capability List and Source Description are small and built per request.
 
 from __future__ import annotations
 
-from django.http import FileResponse, Http404, HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404
+from typing import Any
+
+from django.http import FileResponse, Http404, HttpRequest, HttpResponse, HttpResponseBase
 from django.utils.cache import get_conditional_response, patch_vary_headers
 from django.utils.http import http_date
-from django.views.decorators.http import require_safe
 
-from sources.models import ResourceSet
+from sources.tokens import check_set_access, request_token
 
-from . import documents
-from .access import AccessDenied, bearer_token, check_access
+from . import descriptions
+from .access import ReadView, SetReadView
 from .models import ChangeListPage, IndexDocument, ResourceListPage, StoredDocument
+from .protocol.constants import Capability
 from .publishing import capability_published
 from .storage import GZIP_SUFFIX, content_etag, document_storage
 
 CONTENT_TYPE = "application/xml"
 
 
-def _denied(error: AccessDenied) -> HttpResponse:
-    response = HttpResponse(str(error), status=error.status, content_type="text/plain")
-    if error.status == 401:
-        response["WWW-Authenticate"] = 'Bearer realm="resourcesync"'
-    return response
-
-
-def _resource_set(request: HttpRequest, provider: str, set_slug: str) -> ResourceSet:
-    resource_set = get_object_or_404(
-        ResourceSet.objects.select_related("provider", "capability_settings"),
-        provider__slug=provider,
-        provider__active=True,
-        slug=set_slug,
-    )
-    check_access(request, resource_set)
-    return resource_set
-
-
 def _accepts_gzip(request: HttpRequest) -> bool:
     return "gzip" in request.headers.get("Accept-Encoding", "").lower()
 
 
-def _send(request: HttpRequest, document: StoredDocument) -> HttpResponse:
+def _send(request: HttpRequest, document: StoredDocument) -> HttpResponseBase:
     if not document.storage_name:
         raise Http404("This document has not been generated yet.")
     gzipped = _accepts_gzip(request)
     etag = f'"{document.etag}{"-gz" if gzipped else ""}"'
     # HTTP dates have whole seconds; compare at that precision.
     last_modified = int(document.generated_at.timestamp()) if document.generated_at else None
-    response = get_conditional_response(request, etag=etag, last_modified=last_modified)
+    response: HttpResponseBase | None = get_conditional_response(
+        request, etag=etag, last_modified=last_modified
+    )
     if response is None:
-        name = document.storage_name + (GZIP_SUFFIX if gzipped else "")
-        try:
-            handle = document_storage().open(name, "rb")
-        except FileNotFoundError:
-            raise Http404("This document is being regenerated; try again.") from None
-        if request.method == "HEAD":
-            handle.close()
-            response = HttpResponse(content_type=CONTENT_TYPE)
-            response["Content-Length"] = str(
-                document_storage().size(name) if gzipped else document.size
-            )
-        else:
-            response = FileResponse(handle, content_type=CONTENT_TYPE)
-        if gzipped:
-            response["Content-Encoding"] = "gzip"
+        response = _file_response(request, document, gzipped=gzipped)
     response["ETag"] = etag
     if last_modified is not None:
         response["Last-Modified"] = http_date(last_modified)
@@ -76,9 +47,31 @@ def _send(request: HttpRequest, document: StoredDocument) -> HttpResponse:
     return response
 
 
-def _send_bytes(request: HttpRequest, content: bytes) -> HttpResponse:
+def _file_response(
+    request: HttpRequest, document: StoredDocument, *, gzipped: bool
+) -> HttpResponseBase:
+    name = document.storage_name + (GZIP_SUFFIX if gzipped else "")
+    try:
+        handle = document_storage().open(name, "rb")
+    except FileNotFoundError:
+        raise Http404("This document is being regenerated; try again.") from None
+    response: HttpResponseBase
+    if request.method == "HEAD":
+        handle.close()
+        response = HttpResponse(content_type=CONTENT_TYPE)
+        response["Content-Length"] = str(
+            document_storage().size(name) if gzipped else document.size
+        )
+    else:
+        response = FileResponse(handle, content_type=CONTENT_TYPE)
+    if gzipped:
+        response["Content-Encoding"] = "gzip"
+    return response
+
+
+def _send_bytes(request: HttpRequest, content: bytes) -> HttpResponseBase:
     etag = f'"{content_etag(content)}"'
-    response = get_conditional_response(request, etag=etag)
+    response: HttpResponseBase | None = get_conditional_response(request, etag=etag)
     if response is None:
         body = b"" if request.method == "HEAD" else content
         response = HttpResponse(body, content_type=CONTENT_TYPE)
@@ -88,64 +81,70 @@ def _send_bytes(request: HttpRequest, content: bytes) -> HttpResponse:
     return response
 
 
-@require_safe
-def source_description(request: HttpRequest) -> HttpResponse:
-    try:
-        token = bearer_token(request)
-    except AccessDenied as error:
-        return _denied(error)
-    return _send_bytes(request, documents.source_description(token))
+class SourceDescriptionView(ReadView):
+    """Every public set, and the protected sets the request's token reaches."""
+
+    def get(self, request: HttpRequest) -> HttpResponseBase:
+        return _send_bytes(request, descriptions.source_description(request_token(request)))
 
 
-@require_safe
-def capability_list(request: HttpRequest, provider: str, set_slug: str) -> HttpResponse:
-    try:
-        resource_set = _resource_set(request, provider, set_slug)
-    except AccessDenied as error:
-        return _denied(error)
-    return _send_bytes(request, documents.capability_list(resource_set))
+class CapabilityListView(SetReadView):
+    """The set's Capability List, built per request (it is small)."""
+
+    def get(self, request: HttpRequest, **kwargs: Any) -> HttpResponseBase:
+        return _send_bytes(request, descriptions.capability_list(self.get_resource_set()))
 
 
-def _stored_view(model: type[StoredDocument], kind: str, *, index: bool = False):
-    """A view of one stored document kind: one query finds it with its set.
+class StoredDocumentView(SetReadView):
+    """One stored document kind: an index (`index=True`) or a numbered page."""
 
-    Only when that finds nothing is the set looked up on its own, so a
-    protected set still answers 401/403 before 404.
-    """
-    related = model.objects.select_related(
-        "resource_set__provider", "resource_set__capability_settings"
-    )
+    model: type[StoredDocument] = IndexDocument
+    kind = Capability.RESOURCE_LIST
+    index = False
 
-    @require_safe
-    def view(request: HttpRequest, provider: str, set_slug: str, number: int = 0) -> HttpResponse:
-        where = {"kind": kind} if index else {"number": number}
-        # Unique by constraint; no ORDER BY to compile.
-        document = next(
-            iter(
-                related.filter(
-                    resource_set__provider__slug=provider,
-                    resource_set__provider__active=True,
-                    resource_set__slug=set_slug,
-                    **where,
-                ).order_by()[:1]
-            ),
-            None,
-        )
-        try:
-            if document is None:
-                _resource_set(request, provider, set_slug)  # 404, 401 or 403
-                raise Http404("No such document.")
-            check_access(request, document.resource_set)
-        except AccessDenied as error:
-            return _denied(error)
-        if not capability_published(document.resource_set, kind):
+    def get_object(self) -> StoredDocument:
+        """Look up, check access, return, as DRF's `GenericAPIView.get_object` does.
+
+        One query finds the document with its set; only when that finds nothing is
+        the set looked up on its own, so a protected set answers 401/403 before 404.
+        """
+        document = self.find_document()
+        if document is None:
+            self.get_resource_set()  # 404, 401 or 403
             raise Http404("No such document.")
-        return _send(request, document)
+        check_set_access(self.request, document.resource_set)
+        if not capability_published(document.resource_set, self.kind):
+            raise Http404("No such document.")
+        return document
 
-    return view
+    def find_document(self) -> StoredDocument | None:
+        where: dict[str, object] = (
+            {"kind": self.kind} if self.index else {"number": self.kwargs["number"]}
+        )
+        documents = self.model._default_manager.select_related(
+            "resource_set__provider", "resource_set__capability_settings"
+        ).filter(
+            resource_set__provider__slug=self.kwargs["provider"],
+            resource_set__provider__active=True,
+            resource_set__slug=self.kwargs["set_slug"],
+            **where,
+        )
+        # Unique by constraint; no ORDER BY to compile.
+        return next(iter(documents.order_by()[:1]), None)
+
+    def get(self, request: HttpRequest, **kwargs: Any) -> HttpResponseBase:
+        return _send(request, self.get_object())
 
 
-resource_list = _stored_view(IndexDocument, "resourcelist", index=True)
-resource_list_page = _stored_view(ResourceListPage, "resourcelist")
-change_list = _stored_view(IndexDocument, "changelist", index=True)
-change_list_page = _stored_view(ChangeListPage, "changelist")
+source_description = SourceDescriptionView.as_view()
+capability_list = CapabilityListView.as_view()
+resource_list = StoredDocumentView.as_view(
+    model=IndexDocument, kind=Capability.RESOURCE_LIST, index=True
+)
+resource_list_page = StoredDocumentView.as_view(
+    model=ResourceListPage, kind=Capability.RESOURCE_LIST
+)
+change_list = StoredDocumentView.as_view(
+    model=IndexDocument, kind=Capability.CHANGE_LIST, index=True
+)
+change_list_page = StoredDocumentView.as_view(model=ChangeListPage, kind=Capability.CHANGE_LIST)

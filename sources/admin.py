@@ -6,10 +6,11 @@ from django.contrib import admin, messages
 from django.db import models
 from django.db.models import QuerySet
 from django.http import HttpRequest
+from django.utils import timezone
 from django.utils.html import format_html
 
 from sitemaps.models import RegenerationState
-from sitemaps.regeneration import dirty_resource_pages, pending_changes
+from sitemaps.selectors import dirty_resource_pages, lease_is_dead, with_regeneration_status
 from sitemaps.tasks import regenerate_resource_set
 
 from .models import ApiToken, CapabilitySettings, Change, DataProvider, Resource, ResourceSet
@@ -57,7 +58,9 @@ class ResourceSetAdmin(admin.ModelAdmin):
     actions = ["regenerate_now", "regenerate_all_pages"]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[ResourceSet]:
-        return super().get_queryset(request).select_related("provider", "regeneration_state")
+        """With page counts and pending work annotated: the list page reads, never writes."""
+        queryset = super().get_queryset(request).select_related("provider", "regeneration_state")
+        return with_regeneration_status(queryset)
 
     def _state(self, obj: ResourceSet) -> RegenerationState | None:
         try:
@@ -67,16 +70,11 @@ class ResourceSetAdmin(admin.ModelAdmin):
 
     @admin.display(description="pages")
     def pages(self, obj: ResourceSet) -> str:
-        return (
-            f"{obj.resource_list_pages.count()} resource list, "
-            f"{obj.change_list_pages.count()} change list"
-        )
+        return f"{obj.resource_pages} resource list, {obj.change_pages} change list"
 
     @admin.display(description="dirty pages")
     def dirty(self, obj: ResourceSet) -> str:
-        pages = dirty_resource_pages(obj)
-        pending = pending_changes(obj)
-        return f"{len(pages)} ({pending} pending changes)"
+        return f"{obj.dirty_pages} ({obj.pending} pending changes)"
 
     @admin.display(description="last regeneration")
     def last_regeneration(self, obj: ResourceSet) -> str:
@@ -91,7 +89,10 @@ class ResourceSetAdmin(admin.ModelAdmin):
         state = self._state(obj)
         if state is None or state.running_since is None:
             return "idle"
-        return f"running: {state.progress_done}/{state.progress_total} pages"
+        if lease_is_dead(state, timezone.now()):
+            holder = state.holder or "unknown run"
+            return f"stopped without finishing ({holder}); the next run takes over"
+        return f"running: {state.progress_done}/{state.progress_total} pages ({state.holder})"
 
     @admin.display(description="documents")
     def documents(self, obj: ResourceSet) -> str:

@@ -16,7 +16,8 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Q
 
-MAX_ENTRIES_PER_DOCUMENT = 50_000  # https://www.sitemaps.org/protocol.html#index
+from sitemaps.protocol.constants import MAX_ENTRIES_PER_DOCUMENT, ChangeType
+
 MAX_URI_LENGTH = 2048
 
 
@@ -139,12 +140,6 @@ class LocationType(models.TextChoices):
     REL_PATH = "rel_path", "Relative path"
 
 
-class ChangeType(models.TextChoices):
-    CREATED = "created"
-    UPDATED = "updated"
-    DELETED = "deleted"
-
-
 class Resource(models.Model):
     """The current state of one resource; its id is the stable paging key."""
 
@@ -181,7 +176,7 @@ class Change(models.Model):
         help_text="Id of the resource row the change touched (kept after a delete); "
         "empty for a delete of an unknown resource.",
     )
-    change = models.CharField(max_length=10, choices=ChangeType.choices)
+    change = models.CharField(max_length=10, choices=ChangeType.choices())
     location_type = models.CharField(max_length=10, choices=LocationType.choices)
     location_value = models.TextField()
     uri = models.CharField(max_length=MAX_URI_LENGTH)

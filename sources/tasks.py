@@ -32,7 +32,7 @@ def reconcile_indices() -> str:
 
 
 def queue_indexing(resource_set_id: int) -> None:
-    """After-commit hook: index new changes for the generator, never failing the request.
+    """After events were committed (sources.receivers): index them, never failing the request.
 
     Eagerly (no broker) a failure is only logged: nothing is lost, since
     `reconcile` indexes every change still marked unindexed.

@@ -1,7 +1,8 @@
 """Serve the files under a set's resource root, so its `<loc>` URLs resolve.
 
 Production deployments usually let a web server do this; the embedded demo
-relies on it. Paths are checked against the root like event locations.
+relies on it. Paths are checked against the root like event locations, and a
+protected set's files need the same token as its documents.
 """
 
 from __future__ import annotations
@@ -11,41 +12,36 @@ import os
 
 from django.conf import settings
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404
-from django.views.decorators.http import require_safe
 
-from sitemaps.access import AccessDenied, check_access
+from sitemaps.access import SetReadView
 
 from .locations import LocationError, resolve_location
-from .models import LocationType, ResourceSet
+from .models import LocationType
 
 
-@require_safe
-def resource_file(request: HttpRequest, provider: str, set_slug: str, path: str) -> HttpResponse:
-    if not settings.SERVE_RESOURCE_FILES:
-        raise Http404("Resource files are served elsewhere.")
-    resource_set = get_object_or_404(
-        ResourceSet.objects.select_related("provider"),
-        provider__slug=provider,
-        provider__active=True,
-        slug=set_slug,
-    )
-    if not resource_set.resource_root_dir:
-        raise Http404("This set has no resource root.")
-    try:
-        check_access(request, resource_set)
-        resolve_location(
-            LocationType.REL_PATH,
-            path,
-            url_prefix=resource_set.url_prefix,
-            resource_root_dir=resource_set.resource_root_dir,
-        )
-    except AccessDenied as error:
-        return HttpResponse(str(error), status=error.status, content_type="text/plain")
-    except LocationError:
-        raise Http404("No such file.") from None
-    full_path = os.path.join(resource_set.resource_root_dir, *path.split("/"))
-    if not os.path.isfile(full_path):
-        raise Http404("No such file.")
-    content_type = mimetypes.guess_type(full_path)[0] or "application/octet-stream"
-    return FileResponse(open(full_path, "rb"), content_type=content_type)
+class ResourceFileView(SetReadView):
+    """One file under the set's `resource_root_dir`."""
+
+    def get(self, request: HttpRequest, provider: str, set_slug: str, path: str) -> HttpResponse:
+        if not settings.SERVE_RESOURCE_FILES:
+            raise Http404("Resource files are served elsewhere.")
+        resource_set = self.get_resource_set()
+        if not resource_set.resource_root_dir:
+            raise Http404("This set has no resource root.")
+        try:
+            resolve_location(
+                LocationType.REL_PATH,
+                path,
+                url_prefix=resource_set.url_prefix,
+                resource_root_dir=resource_set.resource_root_dir,
+            )
+        except LocationError:
+            raise Http404("No such file.") from None
+        full_path = os.path.join(resource_set.resource_root_dir, *path.split("/"))
+        if not os.path.isfile(full_path):
+            raise Http404("No such file.")
+        content_type = mimetypes.guess_type(full_path)[0] or "application/octet-stream"
+        return FileResponse(open(full_path, "rb"), content_type=content_type)
+
+
+resource_file = ResourceFileView.as_view()

@@ -1,22 +1,26 @@
-"""`Authorization: Token <key>`: a provider's (or a staff user's) API token.
+"""The API's authentication: the portal's one token check (`sources.tokens`).
 
-Only the SHA-256 of a key is stored, so a key is looked up by its hash.
+`Authorization: Bearer <key>` or `Authorization: Token <key>`, a provider's
+(or a staff user's) key, the same one the protected documents accept.
 """
 
 from __future__ import annotations
 
+import logging
 from datetime import timedelta
 
 from django.contrib.auth.models import AnonymousUser
+from django.db import DatabaseError, transaction
 from django.db.models import Q
 from django.utils import timezone
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions
 from rest_framework.request import Request
 
-from sources.models import ApiToken, hash_token
+from sources.models import ApiToken
+from sources.tokens import CHALLENGE, EXPECTED_HEADER, NotAuthenticated, request_token
 
-KEYWORD = "Token"
+logger = logging.getLogger(__name__)
 #: `last_used_at` is a hint for operators, not an audit log: one write a minute is enough.
 LAST_USED_RESOLUTION = timedelta(minutes=1)
 
@@ -25,43 +29,38 @@ class ApiTokenAuthentication(authentication.BaseAuthentication):
     """Sets `request.auth` to the ApiToken and `request.user` to its staff user, if any."""
 
     def authenticate(self, request: Request) -> tuple[object, ApiToken] | None:
-        header = authentication.get_authorization_header(request).split()
-        if not header or header[0].lower() != KEYWORD.lower().encode():
-            return None
-        if len(header) != 2:
-            raise exceptions.AuthenticationFailed(
-                f"Invalid token header: expected '{KEYWORD} <key>'."
-            )
         try:
-            key = header[1].decode("ascii")
-        except UnicodeDecodeError as exc:
-            raise exceptions.AuthenticationFailed("Invalid token.") from exc
-        token = (
-            ApiToken.objects.select_related("provider", "user")
-            .filter(key_hash=hash_token(key))
-            .first()
-        )
-        if token is None or token.revoked:
-            raise exceptions.AuthenticationFailed("Invalid or revoked token.")
-        if token.user is not None and not token.user.is_active:
-            raise exceptions.AuthenticationFailed("The token's user is inactive.")
+            token = request_token(request)
+        except NotAuthenticated as exc:
+            raise exceptions.AuthenticationFailed(str(exc)) from exc
+        if token is None:
+            return None
         token_touch(token=token)
         return (token.user or AnonymousUser(), token)
 
     def authenticate_header(self, request: Request) -> str:
         # A value here makes DRF answer 401, not 403, when the token is missing.
-        return KEYWORD
+        return CHALLENGE
 
 
 def token_touch(*, token: ApiToken) -> None:
-    """Record use at most once a minute, so busy clients do not write on every request."""
+    """Record use at most once a minute, so busy clients do not write on every request.
+
+    A hint must never fail a request: when the database is busy (SQLite's
+    write lock held by another request), the write is skipped.
+    """
     now = timezone.now()
     if token.last_used_at is not None and now - token.last_used_at < LAST_USED_RESOLUTION:
         return
-    ApiToken.objects.filter(
-        Q(last_used_at__isnull=True) | Q(last_used_at__lt=now - LAST_USED_RESOLUTION),
-        pk=token.pk,
-    ).update(last_used_at=now)
+    try:
+        with transaction.atomic():
+            ApiToken.objects.filter(
+                Q(last_used_at__isnull=True) | Q(last_used_at__lt=now - LAST_USED_RESOLUTION),
+                pk=token.pk,
+            ).update(last_used_at=now)
+    except DatabaseError:
+        logger.warning("Could not record the use of API token %s", token.pk, exc_info=True)
+        return
     token.last_used_at = now
 
 
@@ -76,5 +75,5 @@ class ApiTokenScheme(OpenApiAuthenticationExtension):
             "type": "apiKey",
             "in": "header",
             "name": "Authorization",
-            "description": f"`{KEYWORD} <key>`, a key from `manage.py create_api_token`.",
+            "description": f"{EXPECTED_HEADER}, a key from `manage.py create_api_token`.",
         }

@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+from rest_framework.exceptions import NotAuthenticated
 from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
 from rest_framework.views import APIView
 
 from sources.models import ApiToken, ResourceSet
+from sources.tokens import EXPECTED_HEADER
 
 
 class HasApiToken(BasePermission):
-    """Every API call needs a valid token; without one DRF answers 401."""
+    """Every API call needs a valid token; without one, a 401 names the header expected."""
 
     def has_permission(self, request: Request, view: APIView) -> bool:
-        return isinstance(request.auth, ApiToken)
+        if not isinstance(request.auth, ApiToken):
+            raise NotAuthenticated(f"No token: send {EXPECTED_HEADER}.")
+        return True
 
 
 class CanReachResourceSet(BasePermission):

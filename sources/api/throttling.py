@@ -1,13 +1,24 @@
-"""Request rate limits per API token."""
+"""Request rate limits per API token.
+
+Counted in the default cache, which settings make shared by every process
+(the database, or Redis with CACHE_URL), so a limit holds however many
+gunicorn workers or web nodes answer.
+"""
 
 from __future__ import annotations
 
+import logging
+
+from django.db import DatabaseError
+from redis.exceptions import RedisError
 from rest_framework.request import Request
 from rest_framework.settings import api_settings
 from rest_framework.throttling import SimpleRateThrottle
 from rest_framework.views import APIView
 
 from sources.models import ApiToken
+
+logger = logging.getLogger(__name__)
 
 
 class ApiTokenRateThrottle(SimpleRateThrottle):
@@ -23,3 +34,11 @@ class ApiTokenRateThrottle(SimpleRateThrottle):
         if not isinstance(request.auth, ApiToken):
             return None
         return self.cache_format % {"scope": self.scope, "ident": request.auth.pk}
+
+    def allow_request(self, request: Request, view: APIView) -> bool:
+        # A rate limit is not worth refusing service for: an unreachable cache lets requests by.
+        try:
+            return super().allow_request(request, view)
+        except (DatabaseError, RedisError):
+            logger.warning("Rate limit not checked: the cache is unavailable.", exc_info=True)
+            return True

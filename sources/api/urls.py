@@ -18,7 +18,7 @@ urlpatterns = [
     ),
     path(
         "sets/<slug:provider_slug>/<slug:set_slug>/changes",
-        views.ChangeListApi.as_view(),
+        views.ChangeLogApi.as_view(),
         name="changes",
     ),
 ]

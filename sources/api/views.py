@@ -2,20 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import asdict
 from typing import Any
 from urllib.parse import urlencode
 
 from django.conf import settings
-from django.http import UnreadablePostError
 from drf_spectacular.utils import (
     OpenApiExample,
     OpenApiResponse,
     PolymorphicProxySerializer,
     extend_schema,
 )
-from rest_framework import serializers, status
+from rest_framework import serializers
 from rest_framework.exceptions import NotFound
 from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
@@ -29,10 +26,11 @@ from sources.selectors import (
     resource_set_get,
     resource_sets_visible_to,
 )
-from sources.services import EventError, EventsRejected, ingest_events
+from sources.services import ingest_events
 
 from .authentication import ApiTokenAuthentication
-from .parsers import BodyTooLarge, JSONEventsParser, NDJSONEventsParser
+from .exceptions import BodyError
+from .parsers import JSONEventsParser, NDJSONEventsParser, request_events
 from .permissions import CanReachResourceSet, HasApiToken
 from .serializers import (
     ChangeCursorField,
@@ -54,9 +52,10 @@ INGEST_DESCRIPTION = f"""\
 Apply events to the set's snapshot and append them to its change log.
 
 The body is one event object or a JSON array of events (`application/json`),
-or one event per line (`application/x-ndjson`), which is read as a stream and
-is the way to send large batches. Bodies over {settings.INGEST_MAX_BODY_BYTES}
-bytes are refused with 413.
+or one event per line (`application/x-ndjson`), the way to send large batches.
+Bodies over {settings.INGEST_MAX_BODY_BYTES} bytes are refused with 413: send
+more events in several requests. A body may be sent with
+`Transfer-Encoding: chunked`; the limit is counted as it arrives.
 
 A request is all or nothing: if any event is invalid, none is applied and the
 answer is 400 with one error per invalid event (field as a dotted path, e.g.
@@ -72,7 +71,12 @@ Semantics, applied in request order:
 - An event whose `id` was seen before (in this request or an earlier one) is
   a duplicate: counted, not applied again, so a failed request can be retried.
 - `datetime` defaults to the time of receipt and must not be earlier than the
-  start of the set's open change list.
+  start of the set's open change list, nor later than the server's clock plus
+  {settings.INGEST_CLOCK_SKEW_SECONDS} seconds (`INGEST_CLOCK_SKEW_SECONDS`).
+- `lastmod` and `datetime` must lie within the years 1 to 9999 in UTC.
+- Locations, links, media types and ids must not contain characters that
+  XML 1.0 forbids (control characters, lone surrogates, U+FFFE, U+FFFF); a
+  link's `rel` must be printable.
 """
 
 EVENT_BODY = PolymorphicProxySerializer(
@@ -160,32 +164,14 @@ class EventIngestApi(ResourceSetView):
     )
     def post(self, request: Request, provider_slug: str, set_slug: str) -> Response:
         resource_set = self.get_resource_set()
-        try:
-            items = request.data  # a lazy iterator from the parser, {} for an empty body
-            if not isinstance(items, Iterator):
-                return _body_error("is empty.", status.HTTP_400_BAD_REQUEST)
-            events = EventValidator(resource_set).validate_all(items)
-            result = ingest_events(resource_set=resource_set, events=events)
-        except EventsRejected as exc:
-            return _errors(exc.errors, status.HTTP_400_BAD_REQUEST)
-        except BodyTooLarge as exc:
-            return _body_error(str(exc), status.HTTP_413_REQUEST_ENTITY_TOO_LARGE)
-        except UnreadablePostError:
-            return _body_error("could not be read to the end.", status.HTTP_400_BAD_REQUEST)
+        items = request_events(request, self.get_parser_context(request))
+        if items is None:
+            raise BodyError("is empty.")
+        # Parsed and validated before ingestion takes the set's write lock. Invalid
+        # events, a body over the limit, chunked or cut short: exceptions.API_ERRORS.
+        events = EventValidator(resource_set).validate_body(items)
+        result = ingest_events(resource_set=resource_set, events=events)
         return Response(IngestCountsSerializer(result.counts()).data)
-
-
-def _errors(errors: list[EventError], status_code: int) -> Response:
-    return Response(
-        ErrorListSerializer({"errors": [asdict(error) for error in errors]}).data,
-        status=status_code,
-    )
-
-
-def _body_error(message: str, status_code: int) -> Response:
-    """An error about the body as a whole, not one event: its index is null."""
-    error = {"index": None, "field": "body", "message": message}
-    return Response(ErrorListSerializer({"errors": [error]}).data, status=status_code)
 
 
 class ResourceDetailApi(ResourceSetView):
@@ -217,8 +203,11 @@ class ResourceDetailApi(ResourceSetView):
         return Response(ResourceSerializer(resource).data)
 
 
-class ChangeListApi(ResourceSetView):
-    """The change log as accepted, for clients that audit or replay it."""
+class ChangeLogApi(ResourceSetView):
+    """The change log as accepted (JSON), for clients that audit or replay it.
+
+    Not a ResourceSync Change List: those are the XML documents under /resourcesync/.
+    """
 
     class FilterSerializer(serializers.Serializer):
         until = serializers.DateTimeField(required=False, help_text="Inclusive upper bound.")

@@ -15,17 +15,9 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.module_loading import import_string
 
-from .base import BaseGenerator, ChangeRecord, Link, ReconcileReport, ResourceRecord
+from .base import BaseGenerator, ReconcileReport
 
-__all__ = [
-    "BaseGenerator",
-    "ChangeRecord",
-    "InvalidGeneratorError",
-    "Link",
-    "ReconcileReport",
-    "ResourceRecord",
-    "get_generator",
-]
+__all__ = ["BaseGenerator", "InvalidGeneratorError", "ReconcileReport", "get_generator"]
 
 SETTING = "RESOURCESYNC_GENERATORS"
 

@@ -22,11 +22,12 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db.models import Min
 from elasticsearch import Elasticsearch
 
+from sitemaps.protocol.records import ChangeRecord, ResourceRecord
 from sources.documents import DEFAULT_INDEX_PREFIX
 from sources.indexing import Mirror
 from sources.models import Change, ResourceSet
 
-from .base import BaseGenerator, ChangeRecord, ReconcileReport, ResourceRecord
+from .base import BaseGenerator, ReconcileReport
 from .records import as_datetime, change_record, resource_record
 
 DEFAULT_HOSTS = ["http://127.0.0.1:9200"]
@@ -148,6 +149,13 @@ class ElasticsearchGenerator(BaseGenerator):
 
     def reconcile(self, resource_sets: Iterable[ResourceSet] | None = None) -> ReconcileReport:
         return self.mirror.reconcile(resource_sets)
+
+    def check_copy(self, timeout: float) -> bool:
+        """The cluster answers within `timeout` seconds and is not red."""
+        quick = self.client.options(request_timeout=timeout, max_retries=0)
+        if quick.cluster.health()["status"] == "red":
+            raise RuntimeError("Elasticsearch cluster status red")
+        return True
 
     def visible_through(self, resource_set: ResourceSet) -> int:
         """Up to the first change not yet indexed: a page never shows a later one without it."""

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import multiprocessing
+import os
 import subprocess
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 from django.core.management import call_command
@@ -78,12 +80,18 @@ def test_reconcile_repairs_missing_and_stale_documents(use_elasticsearch):
     assert es_count(mirror, mirror.resources_index) == 6
 
 
-def test_elasticsearch_outage_loses_nothing(use_elasticsearch, capsys):
+def node_script(elasticsearch_url: str, command: str) -> None:
+    """Stop or start the node the tests use (its port from ELASTICSEARCH_TEST_URL)."""
+    port = str(urlsplit(elasticsearch_url).port or 9200)
+    subprocess.run([SCRIPT, command], check=True, env={**os.environ, "ES_PORT": port})
+
+
+def test_elasticsearch_outage_loses_nothing(use_elasticsearch, elasticsearch_url, capsys):
     """Stop the real node mid-ingest, keep ingesting, restart, reconcile."""
     mirror = use_elasticsearch.mirror
     resource_set = make_set()
     created(resource_set, 50)
-    subprocess.run([SCRIPT, "stop"], check=True)
+    node_script(elasticsearch_url, "stop")
     try:
         created(resource_set, 50, start=50)
         ingest(resource_set, [event("deleted", f"r/{n:07d}") for n in range(10)])
@@ -92,7 +100,7 @@ def test_elasticsearch_outage_loses_nothing(use_elasticsearch, capsys):
         assert Change.objects.count() == 120
         assert Change.objects.filter(indexed=False).count() == 70
     finally:
-        subprocess.run([SCRIPT, "start"], check=True)
+        node_script(elasticsearch_url, "start")
     call_command("reconcile")
     assert "indexed 70 pending change(s)" in capsys.readouterr().out
     assert es_count(mirror, mirror.resources_index) == Resource.objects.count() == 90

@@ -8,16 +8,18 @@ from unittest import mock
 
 import pytest
 from django.core.management import call_command
+from django.db.models.signals import post_save
 from django.test import override_settings
 
 from sitemaps import regeneration
 from sitemaps.models import ChangeListPage, IndexDocument, RegenerationState, ResourceListPage
 from sitemaps.regeneration import regenerate
 from sitemaps.storage import document_storage
-from sources import services, tasks
+from sources import tasks
 from sources.generators import get_generator
 from sources.models import Change, ResourceSet
 from sources.services import ingest_events
+from sources.signals import events_ingested, receivers_muted
 
 from ..support import event, make_set, store_documents_in
 
@@ -267,10 +269,11 @@ def test_pages_built_in_forked_workers_equal_pages_built_in_process(
 ):
     """Outside a transaction, several dirty pages are built by forked workers
     (with their own Elasticsearch clients); the documents must not change."""
-    # Committed for real here: no regeneration after each ingest, only ours below.
-    monkeypatch.setattr(services, "after_ingest_hooks", [])
-    resource_set = make_set(entries_per_document=4)
-    load(resource_set)
+    # Committed for real here: no regeneration after each ingest, only ours below, and
+    # no first documents at creation (its first Change List would start after T0).
+    with receivers_muted(events_ingested), receivers_muted(post_save):
+        resource_set = make_set(entries_per_document=4)
+        load(resource_set)
     use_elasticsearch.index_pending()
     build = regeneration.build_resource_list
     backend_now = [""]

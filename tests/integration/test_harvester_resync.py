@@ -31,11 +31,11 @@ from resync.resource_dump import ResourceDump
 from resync.resource_dump_manifest import ResourceDumpManifest
 
 from harvester.config import HarvestConfig, config_from_mapping
-from harvester.documents import HarvestError
 from harvester.report import SyncReport
 from harvester.state import load_state
 from harvester.sync import Mode, run_harvest
 from harvester.tasks import harvest
+from harvester.walk import HarvestError
 
 AT = "2024-01-01T00:00:00Z"
 NOW = dt.datetime(2024, 1, 5, tzinfo=dt.UTC)
@@ -611,16 +611,113 @@ def test_hash_mismatch_keeps_the_previous_copy_and_fails(source: Source, destina
     assert load_state(destination, source.url("capabilitylist.xml")).synced_until == utc(AT)
 
 
-def test_length_mismatch_fails_without_writing(source: Source, destination: Path) -> None:
+def test_length_mismatch_in_a_baseline_is_left_unsettled_without_writing(
+    source: Source, destination: Path
+) -> None:
     source.put("a", b"longer than listed")
     resources = [Resource(uri=source.url("a"), length=5, lastmod=AT)]
     source.capability_list(resourcelist=resource_list(source, resources))
 
     report = run_harvest(make_config(source, destination), Mode.BASELINE)
 
-    assert [f.uri for f in report.failures] == [source.url("a")]
-    assert "length" in report.failures[0].reason
+    assert (report.failed, report.changed) == (0, 1)
+    assert "length" in report.deferred[0].reason
     assert not copy_of(source, destination, "a").exists()
+
+
+# --- A source that changes while a baseline reads it --------------------------------
+
+
+def test_resource_deleted_during_the_baseline_is_settled_by_the_incremental(
+    source: Source, destination: Path, tmp_path: Path
+) -> None:
+    resources = [source.resource(name, f"{name} v1".encode()) for name in ("a", "b", "c")]
+    source.capability_list(resourcelist=resource_list(source, resources))
+    (source.root / "b").unlink()  # deleted after the Resource List was made
+    config = write_config(tmp_path, source, destination)
+    out = io.StringIO()
+
+    call_command("harvest", str(config), "--baseline", stdout=out)
+
+    summary = out.getvalue().splitlines()[-1]
+    assert summary.startswith("baseline: downloaded 2, deleted 0, skipped 0, failed 0"), summary
+    assert summary.endswith("; 1 gone and 0 changed while read, left to the next incremental run")
+    state = load_state(destination, source.url("capabilitylist.xml"))
+    assert state.synced_until == utc(AT)  # the Resource List's `at`
+    assert list(state.unsettled) == [source.url("b")]
+    assert "HTTP 404" in state.unsettled[source.url("b")]
+    deletion = Resource(uri=source.url("b"), change="deleted", datetime="2024-01-01T00:00:05Z")
+    source.capability_list(
+        resourcelist=source.url("resourcelist.xml"),
+        changelist=change_list(source, "changelist.xml", [deletion], since=AT),
+    )
+
+    report = run_harvest(make_config(source, destination), Mode.INCREMENTAL, now=NOW)
+
+    assert (report.failed, report.deleted) == (0, 0)  # nothing to delete: never copied
+    assert report.skipped == 1
+    assert load_state(destination, source.url("capabilitylist.xml")).unsettled == {}
+
+
+def test_resource_updated_during_the_baseline_is_settled_by_the_incremental(
+    source: Source, destination: Path
+) -> None:
+    listed = [source.resource("a", b"a v1"), described(source.url("b"), b"b v1")]
+    source.put("b", b"b version 2")  # updated after the Resource List was made
+    source.capability_list(resourcelist=resource_list(source, listed))
+
+    report = run_harvest(make_config(source, destination), Mode.BASELINE, now=NOW)
+
+    assert (report.downloaded, report.failed, report.changed) == (1, 0, 1)
+    assert not copy_of(source, destination, "b").exists()
+    update = described(
+        source.url("b"), b"b version 2", change="updated", datetime="2024-01-01T00:00:05Z"
+    )
+    source.capability_list(
+        resourcelist=source.url("resourcelist.xml"),
+        changelist=change_list(source, "changelist.xml", [update], since=AT),
+    )
+
+    report = run_harvest(make_config(source, destination), Mode.INCREMENTAL, now=NOW)
+
+    assert (report.downloaded, report.failed) == (1, 0)
+    assert copy_of(source, destination, "b").read_bytes() == b"b version 2"
+    state = load_state(destination, source.url("capabilitylist.xml"))
+    assert (state.unsettled, state.synced_until) == ({}, utc("2024-01-01T00:00:05Z"))
+
+
+def test_a_difference_no_change_explains_fails_the_incremental(
+    source: Source, destination: Path
+) -> None:
+    """A listing that was simply wrong is not hidden: the incremental fails it, and again."""
+    source.put("a", b"served")
+    source.capability_list(resourcelist=resource_list(source, [described(source.url("a"), b"x")]))
+    run_harvest(make_config(source, destination), Mode.BASELINE, now=NOW)
+    source.capability_list(
+        resourcelist=source.url("resourcelist.xml"),
+        changelist=change_list(source, "changelist.xml", [], since=AT),
+    )
+
+    first = run_harvest(make_config(source, destination), Mode.INCREMENTAL, now=NOW)
+    second = run_harvest(make_config(source, destination), Mode.INCREMENTAL, now=NOW)
+
+    for report in (first, second):
+        assert [f.uri for f in report.failures] == [source.url("a")]
+        assert "no change to it is listed since" in report.failures[0].reason
+        assert (
+            "more than the listed length of 1 bytes when the baseline" in report.failures[0].reason
+        )
+    assert load_state(destination, source.url("capabilitylist.xml")).synced_until == utc(AT)
+
+
+def test_other_errors_still_fail_the_baseline(source: Source, destination: Path) -> None:
+    source.planned_errors["b"] = [403]
+
+    report = baseline(source, destination, {"a": b"a v1", "b": b"b v1"})
+
+    assert [f.uri for f in report.failures] == [source.url("b")]
+    assert report.deferred == []
+    assert load_state(destination, source.url("capabilitylist.xml")).synced_until is None
 
 
 def test_document_with_external_entity_is_refused(
@@ -752,9 +849,9 @@ def test_command_runs_baseline_then_incremental(
 
 
 def test_command_fails_on_failures(source: Source, destination: Path, tmp_path: Path) -> None:
-    source.put("a", b"served")
-    resources = [described(source.url("a"), b"listed")]
+    resources = [source.resource("a", b"listed")]
     source.capability_list(resourcelist=resource_list(source, resources))
+    source.planned_errors["a"] = [403]
     err = io.StringIO()
 
     with pytest.raises(CommandError, match="1 failed"):
@@ -787,3 +884,24 @@ def test_task_runs_the_harvest(source: Source, destination: Path, tmp_path: Path
 
     assert (result["ok"], result["downloaded"], result["failed"]) == (True, 1, 0)
     assert copy_of(source, destination, "a").read_bytes() == b"a v1"
+
+
+def test_resource_without_length_or_hash_is_capped_with_a_clear_failure(
+    source: Source, destination: Path, tmp_path: Path
+) -> None:
+    """Nothing bounds an unlisted length but the configured cap."""
+    source.put("big", b"x" * 5000)
+    source.put("small", b"y" * 10)
+    resources = [Resource(uri=source.url(name), lastmod=AT) for name in ("big", "small")]
+    source.capability_list(resourcelist=resource_list(source, resources))
+    config = write_config(tmp_path, source, destination)
+    config.write_text(config.read_text() + "max_resource_bytes: 1000\n")
+    err = io.StringIO()
+
+    with pytest.raises(CommandError, match="1 failed"):
+        call_command("harvest", str(config), "--baseline", stdout=io.StringIO(), stderr=err)
+
+    assert f"FAILED {source.url('big')}: larger than the limit of 1000 bytes" in err.getvalue()
+    assert "max_resource_bytes" in err.getvalue()
+    assert not copy_of(source, destination, "big").exists()
+    assert copy_of(source, destination, "small").read_bytes() == b"y" * 10

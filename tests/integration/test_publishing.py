@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import gzip
 import os
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 from django.core.management import call_command
 from django.test import Client, TestCase
+from django.utils import timezone
 
+from sitemaps.cleanup import remove_unreferenced
 from sitemaps.models import IndexDocument, ResourceListPage
 from sitemaps.regeneration import regenerate
 from sources.models import DataProvider
@@ -73,7 +76,10 @@ def test_a_rewritten_page_is_relinked_before_its_old_version_goes(client, publis
     page.refresh_from_db()
     assert link.resolve() != old_target
     assert link.resolve().name == Path(page.storage_name).name
-    assert not old_target.exists(), "the superseded version is deleted"
+    assert old_target.exists(), "the superseded version stays for the grace period..."
+    remove_unreferenced(now=timezone.now() + timedelta(hours=1))
+    assert not old_target.exists(), "...and is deleted after it"
+    assert link.resolve().exists()
     assert link.read_bytes() == served(client, f"{BASE}/resourcelist-2.xml")
     untouched = tree(published_dir)["resourcelist-1.xml"]
     assert untouched.read_bytes() == served(client, f"{BASE}/resourcelist-1.xml")

@@ -6,13 +6,17 @@ A real S3 API (moto's server) answers on loopback; django-storages talks to it.
 from __future__ import annotations
 
 import gzip
+from datetime import timedelta
 
 import boto3
 import pytest
+from django.utils import timezone
 from moto.server import ThreadedMotoServer
 
+from sitemaps.cleanup import remove_unreferenced
 from sitemaps.models import ResourceListPage
 from sitemaps.regeneration import regenerate
+from sitemaps.storage import content_etag, save_document
 
 from ..support import NS, assert_valid, created, event, ingest, make_set
 
@@ -78,7 +82,7 @@ def test_documents_are_written_to_and_served_from_s3(s3_storage, client):
     assert head["Content-Length"] == str(len(body))
 
 
-def test_a_superseded_version_is_removed_from_s3(s3_storage):
+def test_a_superseded_version_is_removed_from_s3_after_the_grace_period(s3_storage):
     resource_set = make_set(entries_per_document=3)
     created(resource_set, 4)
     first = ResourceListPage.objects.get(number=1).storage_name
@@ -86,4 +90,32 @@ def test_a_superseded_version_is_removed_from_s3(s3_storage):
     regenerate(resource_set)
     current = ResourceListPage.objects.get(number=1).storage_name
     assert current != first
-    assert current in keys(s3_storage) and first not in keys(s3_storage)
+    assert {current, first} <= keys(s3_storage), "a reader may still be opening the old one"
+
+    remove_unreferenced(now=timezone.now() + timedelta(seconds=10))
+    assert first in keys(s3_storage)
+    remove_unreferenced(now=timezone.now() + timedelta(hours=1))
+    assert current in keys(s3_storage) and current + ".gz" in keys(s3_storage)
+    assert first not in keys(s3_storage) and first + ".gz" not in keys(s3_storage)
+
+
+def test_an_orphan_in_s3_goes_only_once_older_than_the_grace_period(s3_storage, settings):
+    settings.RESOURCESYNC_SUPERSEDED_GRACE_SECONDS = 300
+    orphan = f"acme/articles/resourcelist-9.{'a' * 32}.xml"
+    s3_storage.put_object(Bucket=BUCKET, Key=orphan, Body=b"<urlset>")
+    s3_storage.put_object(Bucket=BUCKET, Key="acme/notes.txt", Body=b"not ours")
+    assert remove_unreferenced(now=timezone.now() + timedelta(seconds=200)) == []
+    assert remove_unreferenced(now=timezone.now() + timedelta(seconds=400)) == [orphan]
+    assert keys(s3_storage) == {"acme/notes.txt"}
+
+
+def test_a_short_object_under_the_version_name_is_replaced_in_s3(s3_storage):
+    content = b"<urlset>" + b"<url>entry</url>" * 100 + b"</urlset>"
+    name = f"acme/articles/changelist-1.{content_etag(content)}.xml"
+    s3_storage.put_object(Bucket=BUCKET, Key=name, Body=content[:50])
+    s3_storage.put_object(Bucket=BUCKET, Key=name + ".gz", Body=gzip.compress(content)[:20])
+    assert save_document("acme/articles", "changelist-1.xml", content)[0] == name
+    stored = s3_storage.get_object(Bucket=BUCKET, Key=name)["Body"].read()
+    assert stored == content
+    twin = s3_storage.get_object(Bucket=BUCKET, Key=name + ".gz")["Body"].read()
+    assert gzip.decompress(twin) == content

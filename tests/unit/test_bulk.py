@@ -7,10 +7,12 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 from django.db import connection
+from django.db.backends.sqlite3.base import DatabaseWrapper
 
 from sources.bulk import _sqlite_datetime, _sqlite_json
 
-pytestmark = pytest.mark.skipif(connection.vendor != "sqlite", reason="SQLite adapters")
+#: Django's own SQLite operations, whichever database the suite runs on.
+SQLITE = DatabaseWrapper({**connection.settings_dict, "NAME": ":memory:", "OPTIONS": {}}).ops
 
 MOMENTS = [
     datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC),
@@ -24,7 +26,7 @@ MOMENTS = [
 
 @pytest.mark.parametrize("moment", MOMENTS)
 def test_datetimes_match_djangos_adapter(moment):
-    assert _sqlite_datetime(moment) == connection.ops.adapt_datetimefield_value(moment)
+    assert _sqlite_datetime(moment) == SQLITE.adapt_datetimefield_value(moment)
 
 
 @pytest.mark.parametrize(

@@ -132,3 +132,67 @@ def test_documents_over_the_limit_are_refused(declare_length: bool) -> None:
 
     with pytest.raises(FetchError, match="larger than the limit of 1500 bytes"):
         client.fetch_document(f"{SOURCE}/big.xml")
+
+
+@pytest.mark.parametrize(
+    "location",
+    [
+        "https://source.example.org:8443/a",  # same host, another port
+        "http://source.example.org/a",  # same host and port number, another scheme
+        "https://source.example.org:80/a",
+    ],
+)
+def test_redirects_to_another_port_or_scheme_of_the_same_host_are_refused(location: str) -> None:
+    calls: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        calls.append(str(request.url))
+        return httpx.Response(302, headers={"Location": location})
+
+    client = make_client(handler, [])
+
+    with pytest.raises(FetchError, match="redirected to a host that is not allowed"):
+        client.fetch_document(f"{SOURCE}/a")
+    assert calls == [f"{SOURCE}/a"]
+
+
+def test_default_ports_are_the_same_origin_written_or_not() -> None:
+    client = make_client(lambda request: httpx.Response(200), [])
+
+    assert client.is_allowed("https://source.example.org:443/a")
+    assert client.is_allowed("https://SOURCE.example.org./a")
+    assert not client.is_allowed("https://source.example.org:444/a")
+
+
+def test_allowed_hosts_entries_name_a_host_a_host_and_port_or_an_origin() -> None:
+    client = make_client(
+        lambda request: httpx.Response(200),
+        [],
+        allowed_hosts=["example.org", "data.example.net:8080", "https://mirror.example.com:8443"],
+    )
+
+    allowed = [
+        "http://example.org/a",
+        "https://cdn.example.org/a",
+        "http://data.example.net:8080/a",
+        "https://data.example.net:8080/a",
+        "https://mirror.example.com:8443/a",
+    ]
+    refused = [
+        "http://example.org:8080/a",
+        "http://data.example.net/a",
+        "http://mirror.example.com:8443/a",
+        "https://mirror.example.com/a",
+    ]
+    assert [url for url in allowed if not client.is_allowed(url)] == []
+    assert [url for url in refused if client.is_allowed(url)] == []
+
+
+def test_a_plain_http_source_may_be_upgraded_to_https_on_the_same_host() -> None:
+    client = make_client(
+        lambda request: httpx.Response(200), [], capability_list_url="http://source.example.org/c"
+    )
+
+    assert client.is_allowed("https://source.example.org/a")
+    assert not client.is_allowed("https://source.example.org:8443/a")
+    assert not client.is_allowed("http://source.example.org:8080/a")

@@ -32,7 +32,8 @@ def test_minimal_config_gets_defaults(tmp_path: Path) -> None:
     assert config.hash_algorithms == ("md5", "sha-256")
     assert (config.concurrency, config.retries, config.timeout) == (4, 3, 30.0)
     assert (config.use_dumps, config.delete, config.bearer_token) == (True, True, None)
-    assert config.allowed_hosts == ("source.example.org",)
+    assert config.allowed_hosts == ("https://source.example.org:443",)
+    assert config.max_resource_bytes == 1024**3
     assert config.source_origin == "https://source.example.org"
 
 
@@ -49,14 +50,22 @@ def test_all_keys_are_read(monkeypatch: pytest.MonkeyPatch) -> None:
         max_document_bytes=1000,
         use_dumps=False,
         delete=False,
-        allowed_hosts=["example.org", "Mirror.example.net."],
+        max_resource_bytes=5000,
+        allowed_hosts=["example.org", "Mirror.example.net.:8080", "HTTPS://data.example.com:443"],
     )
 
     assert config.bearer_token == "t0ken"
     assert config.hash_algorithms == ("sha-256",)
     assert (config.concurrency, config.timeout, config.retries, config.backoff) == (8, 2.5, 0, 0.0)
     assert (config.max_document_bytes, config.use_dumps, config.delete) == (1000, False, False)
-    assert config.allowed_hosts == ("example.org", "mirror.example.net")
+    assert config.max_resource_bytes == 5000
+    assert config.allowed_hosts == (
+        "http://example.org:80",
+        "https://example.org:443",
+        "http://mirror.example.net:8080",
+        "https://mirror.example.net:8080",
+        "https://data.example.com:443",
+    )
 
 
 @pytest.mark.parametrize(
@@ -76,6 +85,22 @@ def test_all_keys_are_read(monkeypatch: pytest.MonkeyPatch) -> None:
         (f"capability_list_url: {URL}\ndestination: m\nhash_algorithms: md5\n", "hash_algorithms"),
         (f"capability_list_url: {URL}\ndestination: m\nuse_dumps: 'yes'\n", "use_dumps"),
         (f"capability_list_url: {URL}\ndestination: m\nallowed_hosts: []\n", "allowed_hosts"),
+        (
+            f"capability_list_url: {URL}\ndestination: m\nallowed_hosts: [ftp://example.org]\n",
+            "allowed_hosts",
+        ),
+        (
+            f"capability_list_url: {URL}\ndestination: m\nallowed_hosts: [example.org:x]\n",
+            "allowed_hosts",
+        ),
+        (
+            f"capability_list_url: {URL}\ndestination: m\nallowed_hosts: [example.org/a]\n",
+            "allowed_hosts",
+        ),
+        (
+            f"capability_list_url: {URL}\ndestination: m\nmax_resource_bytes: 0\n",
+            "max_resource_bytes",
+        ),
         (f"capability_list_url: {URL}\ndestination: m\nconcurency: 4\n", "concurency"),
         (
             f"capability_list_url: {URL}\ndestination: m\nbearer_token_env: UNSET_VAR_X\n",
@@ -95,3 +120,30 @@ def test_bad_config_names_the_key(tmp_path: Path, text: str, key: str) -> None:
 def test_missing_file_is_a_config_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="cannot read"):
         load_config(tmp_path / "absent.yaml")
+
+
+def test_a_source_url_instead_of_a_capability_list(tmp_path: Path) -> None:
+    config = load(
+        tmp_path, "source_url: http://data.example.org:8080/\nset: articles\ndestination: m\n"
+    )
+
+    assert (config.source_url, config.capability_list_url) == (
+        "http://data.example.org:8080/",
+        None,
+    )
+    assert config.set_name == "articles"
+    assert config.allowed_hosts == ("http://data.example.org:8080",)
+
+
+@pytest.mark.parametrize(
+    ("text", "key"),
+    [
+        (f"capability_list_url: {URL}\nsource_url: {URL}\ndestination: m\n", "source_url"),
+        (f"capability_list_url: {URL}\nset: a\ndestination: m\n", "set"),
+        ("source_url: example.org\ndestination: m\n", "source_url"),
+        (f"source_url: {URL}\nset: ''\ndestination: m\n", "set"),
+    ],
+)
+def test_bad_source_names_the_key(tmp_path: Path, text: str, key: str) -> None:
+    with pytest.raises(ConfigError, match=f"config key '{key}'"):
+        load(tmp_path, text)

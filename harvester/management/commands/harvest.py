@@ -15,11 +15,11 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from tqdm import tqdm
 
 from harvester.config import ConfigError, load_config
-from harvester.documents import HarvestError
 from harvester.report import SyncReport
 from harvester.state import StateError
-from harvester.sync import Mode, default_mode, run_harvest
-from sitemaps.reader import ResourceSyncParseError, parse_datetime
+from harvester.sync import Mode, run_harvest
+from harvester.walk import HarvestError
+from sitemaps.protocol.reader import ResourceSyncParseError, parse_datetime
 
 #: Failures and differences listed one per line before the rest are only counted.
 MAX_LISTED = 50
@@ -75,14 +75,10 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         try:
             config = load_config(options["config"])
-            mode = options["mode"]
-            if mode is None:
-                has_range = options["range_from"] or options["range_until"]
-                mode = Mode.INCREMENTAL if has_range else default_mode(config)
             with TqdmProgress() as progress:
                 report = run_harvest(
                     config,
-                    mode,
+                    options["mode"],
                     range_from=options["range_from"],
                     range_until=options["range_until"],
                     dry_run=options["dry_run"],
@@ -100,11 +96,16 @@ class Command(BaseCommand):
         for warning in report.warnings:
             self.stderr.write(f"warning: {warning}")
         _write_capped(self.stderr.write, [f"FAILED {f.uri}: {f.reason}" for f in report.failures])
+        _write_capped(
+            self.stdout.write, [f"{d.action.value} {d.uri}: {d.reason}" for d in report.deferred]
+        )
         if report.audit is not None:
             lines = [f"missing {uri}" for uri in report.audit.missing]
             lines += [f"extra {path}" for path in report.audit.extra]
             lines += [f"changed {d.uri}: {d.reason}" for d in report.audit.changed]
             _write_capped(self.stdout.write, lines)
+        for folder, part in report.sets.items():
+            self.stdout.write(f"{folder}: {part.summary()}")
         self.stdout.write(report.summary())
 
 

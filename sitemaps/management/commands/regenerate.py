@@ -3,27 +3,50 @@
 from __future__ import annotations
 
 from django.core.management.base import BaseCommand, CommandError
+from django.utils import timezone
 
+from sitemaps.models import RegenerationState
 from sitemaps.regeneration import regenerate
 from sources.models import ResourceSet
 
 
 class Command(BaseCommand):
-    help = "Rewrite the changed pages of each set (every page with --full)."
+    help = (
+        "Rewrite the changed pages of each set (every page with --full). Exits non-zero "
+        "when a set was not regenerated because a live run holds it."
+    )
 
     def add_arguments(self, parser) -> None:
         parser.add_argument("sets", nargs="*", help="provider/set paths (default: all sets)")
         parser.add_argument("--full", action="store_true", help="rewrite every page")
 
     def handle(self, *args, sets: list[str], full: bool, **options) -> None:
-        queryset = ResourceSet.objects.select_related("provider")
-        selected = list(queryset)
+        busy = []
+        for resource_set in self.selected(sets):
+            report = regenerate(resource_set, full=full)
+            if report is None:
+                busy.append(resource_set.path)
+                self.stderr.write(f"{resource_set.path}: not regenerated: {held_by(resource_set)}")
+            else:
+                self.stdout.write(f"{resource_set.path}: {report}")
+        if busy:
+            raise CommandError(f"{len(busy)} set(s) not regenerated: {', '.join(busy)}")
+
+    def selected(self, sets: list[str]) -> list[ResourceSet]:
+        selected = list(ResourceSet.objects.select_related("provider"))
         if sets:
             wanted = {tuple(path.split("/", 1)) for path in sets}
             selected = [s for s in selected if (s.provider.slug, s.slug) in wanted]
             if len(selected) != len(wanted):
                 raise CommandError("Unknown resource set in " + ", ".join(sets))
-        for resource_set in selected:
-            report = regenerate(resource_set, full=full)
-            message = "already running elsewhere" if report is None else str(report)
-            self.stdout.write(f"{resource_set.path}: {message}")
+        return selected
+
+
+def held_by(resource_set: ResourceSet) -> str:
+    """Who holds the set, and since when it last showed life."""
+    state = RegenerationState.objects.filter(resource_set=resource_set).first()
+    if state is None or state.running_since is None:
+        return "another run held it"
+    seen = state.heartbeat_at or state.running_since
+    ago = (timezone.now() - seen).total_seconds()
+    return f"another run holds it ({state.holder or 'unknown'}, alive {ago:.0f} s ago)"

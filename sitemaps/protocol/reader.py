@@ -27,12 +27,12 @@ from typing import IO
 
 from lxml import etree
 
-from sitemaps.constants import RS_NS, SITEMAP_NS
+from sitemaps.protocol.constants import RS_NS, SITEMAP_NS, ChangeType
 
 #: Refuse documents larger than this; sitemaps.org allows 50 MB uncompressed.
 DEFAULT_MAX_BYTES = 60 * 1024 * 1024
 
-CHANGE_TYPES = frozenset({"created", "updated", "deleted"})
+CHANGE_TYPES = frozenset(ChangeType)
 
 _URLSET = f"{{{SITEMAP_NS}}}urlset"
 _SITEMAPINDEX = f"{{{SITEMAP_NS}}}sitemapindex"
@@ -62,7 +62,7 @@ class ResourceSyncParseError(ValueError):
 
 
 @dataclass(frozen=True, slots=True)
-class Link:
+class ParsedLink:
     """One `<rs:ln>`: a link from a document or an entry to another resource."""
 
     rel: str
@@ -78,7 +78,7 @@ class Link:
 
 
 @dataclass(frozen=True, slots=True)
-class Entry:
+class ParsedEntry:
     """One `<url>` or `<sitemap>` with its `<rs:md>` attributes flattened in."""
 
     loc: str
@@ -96,13 +96,13 @@ class Entry:
     until: dt.datetime | None = None
     encoding: str | None = None
     modified: dt.datetime | None = None
-    links: tuple[Link, ...] = ()
+    links: tuple[ParsedLink, ...] = ()
 
-    def link(self, rel: str) -> Link | None:
+    def link(self, rel: str) -> ParsedLink | None:
         """The first link with this relation, if any."""
         return next((link for link in self.links if link.rel == rel), None)
 
-    def links_with(self, rel: str) -> tuple[Link, ...]:
+    def links_with(self, rel: str) -> tuple[ParsedLink, ...]:
         """Every link with this relation, in document order."""
         return tuple(link for link in self.links if link.rel == rel)
 
@@ -117,10 +117,10 @@ class Document:
     completed: dt.datetime | None = None
     from_: dt.datetime | None = None
     until: dt.datetime | None = None
-    links: tuple[Link, ...] = ()
-    entries: tuple[Entry, ...] = ()
+    links: tuple[ParsedLink, ...] = ()
+    entries: tuple[ParsedEntry, ...] = ()
 
-    def link(self, rel: str) -> Link | None:
+    def link(self, rel: str) -> ParsedLink | None:
         """The first root link with this relation, if any."""
         return next((link for link in self.links if link.rel == rel), None)
 
@@ -224,8 +224,8 @@ def _parse_events(elements: Iterator[etree._Element]) -> Document:
     root: etree._Element | None = None
     entry_tag = ""
     root_md: dict[str, str] | None = None
-    root_links: list[Link] = []
-    entries: list[Entry] = []
+    root_links: list[ParsedLink] = []
+    entries: list[ParsedEntry] = []
     for element in elements:
         if root is None:
             root = element.getroottree().getroot()
@@ -270,11 +270,11 @@ def _release(element: etree._Element, root: etree._Element) -> None:
         del root[0]
 
 
-def _entry(element: etree._Element) -> Entry:
+def _entry(element: etree._Element) -> ParsedEntry:
     loc: str | None = None
     lastmod: str | None = None
     md: dict[str, str] | None = None
-    links: list[Link] = []
+    links: list[ParsedLink] = []
     for child in element:
         if child.tag == _LOC:
             if loc is not None:
@@ -297,7 +297,7 @@ def _entry(element: etree._Element) -> Entry:
     if change is not None and change not in CHANGE_TYPES:
         raise ResourceSyncParseError(f"{loc}: unknown change type {change!r}")
     try:
-        return Entry(
+        return ParsedEntry(
             loc=loc,
             lastmod=parse_datetime(lastmod) if lastmod is not None else None,
             capability=md.get("capability"),
@@ -319,7 +319,7 @@ def _entry(element: etree._Element) -> Entry:
         raise ResourceSyncParseError(f"{loc}: {error}") from error
 
 
-def _link(element: etree._Element) -> Link:
+def _link(element: etree._Element) -> ParsedLink:
     attributes: dict[str, str] = dict(element.attrib)
     rel = attributes.get("rel", "").strip()
     href = attributes.get("href", "").strip()
@@ -329,7 +329,7 @@ def _link(element: etree._Element) -> Link:
     priority = _integer(pri, "pri") if pri is not None else None
     if priority is not None and not 1 <= priority <= 999_999:
         raise ResourceSyncParseError(f"pri must be within 1..999999, got {priority}")
-    return Link(
+    return ParsedLink(
         rel=rel,
         href=href,
         type=attributes.get("type"),

@@ -1,0 +1,78 @@
+"""Forked worker processes for CPU-bound document building.
+
+Building a page is pure Python, so several are built at once in forked
+children that inherit the run's state. Forking needs care: no open database
+connection may be shared with a child, a daemonic process (a Celery prefork
+worker) may not have children, and a child must not outlive a parent that
+was killed.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import multiprocessing
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ProcessPoolExecutor
+from contextlib import contextmanager
+
+from django.db import connection, connections
+
+#: prctl(2) option: the signal a process gets when the thread that forked it dies.
+PR_SET_PDEATHSIG = 1
+
+
+def can_fork() -> bool:
+    """Not in a daemonic process, and not inside a transaction a child could not see."""
+    return not multiprocessing.current_process().daemon and not connection.in_atomic_block
+
+
+def die_with_parent(parent_pid: int) -> None:
+    """Make this child die when `parent_pid` does, so a killed run leaves no builder behind."""
+    if sys.platform.startswith("linux"):
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
+    else:
+        threading.Thread(target=_watch_parent, args=(parent_pid,), daemon=True).start()
+    if os.getppid() != parent_pid:  # it died before we asked
+        os._exit(1)
+
+
+def _watch_parent(parent_pid: int) -> None:
+    """Where prctl is missing: exit once the child has been handed to another parent."""
+    while os.getppid() == parent_pid:
+        time.sleep(1)
+    os._exit(1)
+
+
+def _start_child(parent_pid: int, initializer: Callable[..., None] | None, initargs: tuple) -> None:
+    die_with_parent(parent_pid)
+    if initializer is not None:
+        initializer(*initargs)
+
+
+@contextmanager
+def forked_pool(
+    workers: int, initializer: Callable[..., None] | None = None, initargs: tuple = ()
+) -> Iterator[ProcessPoolExecutor]:
+    """A pool of `workers` forked children (forked at the first submit).
+
+    The parent's connections are closed first: each child opens its own. On
+    the way out, work not yet started is cancelled and the children joined.
+    """
+    connections.close_all()
+    pool = ProcessPoolExecutor(
+        max_workers=workers,
+        mp_context=multiprocessing.get_context("fork"),
+        initializer=_start_child,
+        initargs=(os.getpid(), initializer, initargs),
+    )
+    try:
+        yield pool
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)

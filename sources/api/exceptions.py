@@ -1,0 +1,81 @@
+"""The API's errors, and the one handler that renders them.
+
+Errors about the events or the body as a whole are answered as
+`{"errors": [{"index", "field", "message"}, ...]}`; DRF's own errors (401,
+403, 404, 415, 429, bad query parameters) keep DRF's shapes. Services and
+parsers raise plain exceptions that know nothing of HTTP; the handler maps
+them here, once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict
+from typing import Any
+
+from django.http import UnreadablePostError
+from rest_framework import status
+from rest_framework.exceptions import APIException
+from rest_framework.response import Response
+from rest_framework.views import exception_handler, set_rollback
+
+from sources.services import EventsRejected
+
+from .parsers import BodyTooLarge, LengthRequired
+from .serializers import ErrorListSerializer
+
+
+class ApiErrorList(APIException):
+    """An error answered as a list of `{"index", "field", "message"}` objects."""
+
+    status_code = status.HTTP_400_BAD_REQUEST
+
+    def __init__(self, errors: list[dict[str, Any]]) -> None:
+        super().__init__(detail=errors[0]["message"] if errors else None)
+        self.errors = errors
+
+
+class InvalidEvents(ApiErrorList):
+    """At least one event was invalid, so none was applied."""
+
+
+class BodyError(ApiErrorList):
+    """The body as a whole is wrong, not one event: its index is null."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__([{"index": None, "field": "body", "message": message}])
+
+
+class PayloadTooLarge(BodyError):
+    status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
+
+
+class ChunkedBodyUnreadable(BodyError):
+    """The server in front did not decode a chunked body (Django's runserver)."""
+
+    status_code = status.HTTP_411_LENGTH_REQUIRED
+
+    def __init__(self) -> None:
+        super().__init__("is chunked, which this server cannot read; send a Content-Length.")
+
+
+#: Exceptions of the services and parsers, and the API error each one is.
+API_ERRORS: dict[type[Exception], Callable[[Any], APIException]] = {
+    EventsRejected: lambda exc: InvalidEvents([asdict(error) for error in exc.errors]),
+    BodyTooLarge: lambda exc: PayloadTooLarge(str(exc)),
+    LengthRequired: lambda exc: ChunkedBodyUnreadable(),
+    UnreadablePostError: lambda exc: BodyError("could not be read to the end."),
+}
+
+
+def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    """`REST_FRAMEWORK["EXCEPTION_HANDLER"]`: every API error is rendered here."""
+    for exception_class, api_error in API_ERRORS.items():
+        if isinstance(exc, exception_class):
+            exc = api_error(exc)
+            break
+    if isinstance(exc, ApiErrorList):
+        set_rollback()
+        body = ErrorListSerializer({"errors": exc.errors}).data
+        return Response(body, status=exc.status_code)
+    return exception_handler(exc, context)

@@ -1,0 +1,263 @@
+"""Regeneration under injected faults: a crash in a page split, kill -9 mid-run.
+
+After each fault the set must publish correct documents again on its own:
+within the lease window when a run was killed, at the next run after a crash.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from django.core.management import CommandError, call_command
+from django.test import Client
+from django.utils import timezone
+from lxml import etree
+
+from sitemaps import lease
+from sitemaps.models import RegenerationState, ResourceListPage
+from sitemaps.regeneration import regenerate
+from sources.services import ingest_events
+
+from ..support import NS, assert_valid, created, event, make_set, store_documents_in
+
+REPO = Path(__file__).resolve().parents[2]
+BASE = "/resourcesync/acme/articles"
+
+
+@pytest.fixture(autouse=True)
+def storage(settings, tmp_path):
+    store_documents_in(settings, tmp_path / "test-documents")
+
+
+def served_entries(client: Client) -> list[str]:
+    """Every entry of the served Resource List, page after page."""
+    index = b"".join(client.get(f"{BASE}/resourcelist.xml").streaming_content)
+    root = assert_valid(index)
+    if root.tag.endswith("urlset"):
+        return root.xpath("//sm:loc/text()", namespaces=NS)
+    entries = []
+    for loc in root.xpath("//sm:loc/text()", namespaces=NS):
+        response = client.get(loc.removeprefix("http://127.0.0.1:8000"))
+        assert response.status_code == 200, loc
+        page = b"".join(response.streaming_content)
+        entries += etree.fromstring(page).xpath("//sm:loc/text()", namespaces=NS)
+    return entries
+
+
+def names(*numbers: int) -> list[str]:
+    return [f"http://data.example.org/r/{n:07d}" for n in numbers]
+
+
+def ranges() -> list[tuple[int, int | None]]:
+    return [(p.after_key, p.through_key) for p in ResourceListPage.objects.order_by("after_key")]
+
+
+# A crash inside a page split
+
+
+class SimulatedCrash(Exception):
+    """The process died here."""
+
+
+@pytest.mark.django_db
+def test_a_crash_inside_a_page_split_leaves_ranges_the_next_run_can_use(client, monkeypatch):
+    """The split's two range writes are one transaction: a crash between them keeps neither."""
+    resource_set = make_set(entries_per_document=4)
+    created(resource_set, 3)
+    ingest_events(
+        resource_set=resource_set, events=[event("created", f"r/{n:07d}") for n in (3, 4, 5)]
+    )
+    save = ResourceListPage.save
+
+    def crash_on_a_new_range(page, *args, **kwargs):
+        # The first save of a stored page with a closed range: the split's second step.
+        if page.pk is not None and page.through_key is not None:
+            monkeypatch.setattr(ResourceListPage, "save", save)
+            raise SimulatedCrash
+        return save(page, *args, **kwargs)
+
+    monkeypatch.setattr(ResourceListPage, "save", crash_on_a_new_range)
+    with pytest.raises(SimulatedCrash):
+        regenerate(resource_set)
+    assert ResourceListPage.objects.filter(through_key=None).count() == 1
+
+    assert regenerate(resource_set) is not None
+    assert ranges() == [(0, 4), (4, None)]
+    assert served_entries(client) == names(0, 1, 2, 3, 4, 5)
+
+
+@pytest.mark.django_db
+def test_a_run_repairs_the_two_open_pages_an_older_crash_left(client):
+    """The state today's database may hold: page 1 still open, page 2 committed unwritten."""
+    resource_set = make_set(entries_per_document=4)
+    created(resource_set, 6)
+    assert ranges() == [(0, 4), (4, None)]
+    ResourceListPage.objects.filter(number=1).update(through_key=None)
+    ResourceListPage.objects.filter(number=2).update(storage_name="", etag="")
+    ingest_events(resource_set=resource_set, events=[event("updated", "r/0000001", version=2)])
+
+    report = regenerate(resource_set)
+
+    assert sorted(report.resource_pages_written) == [1, 2]
+    assert ranges() == [(0, 4), (4, None)]
+    assert served_entries(client) == names(0, 1, 2, 3, 4, 5)
+    assert RegenerationState.objects.get(resource_set=resource_set).last_error == ""
+
+
+# The lease: a run killed with kill -9
+
+
+@pytest.mark.django_db
+def test_a_lease_without_a_heartbeat_for_the_window_is_taken_over(settings):
+    settings.RESOURCESYNC_REGENERATION_LEASE_SECONDS = 60
+    resource_set = make_set()
+    now = timezone.now()
+    state = RegenerationState.objects.create(
+        resource_set=resource_set, running_since=now - timedelta(hours=1), holder="dead"
+    )
+    RegenerationState.objects.filter(pk=state.pk).update(heartbeat_at=now - timedelta(seconds=30))
+    assert lease.acquire(resource_set, now) is None  # beat 30 s ago: alive
+    RegenerationState.objects.filter(pk=state.pk).update(heartbeat_at=now - timedelta(seconds=61))
+    taken = lease.acquire(resource_set, now)
+    assert taken is not None
+    # The dead run, were it to wake up, finds it lost the set and stops.
+    with pytest.raises(lease.LeaseLost):
+        lease.Lease(state_pk=state.pk, holder="dead").beat()
+    assert not lease.Lease(state_pk=state.pk, holder="dead").release(last_error="x")
+    taken.beat(progress_done=1)
+
+
+WINDOW = 2.0  # seconds without a heartbeat before a lease is presumed dead
+
+
+@pytest.fixture
+def big_set(settings, database_url, tmp_path):
+    """A set of 8 pages on a database and storage a subprocess shares."""
+    settings.RESOURCESYNC_REGENERATION_LEASE_SECONDS = WINDOW
+    resource_set = make_set(entries_per_document=5)
+    ingest_events(
+        resource_set=resource_set, events=[event("created", f"r/{n:07d}") for n in range(40)]
+    )
+    if ResourceListPage.objects.count() != 8:  # no after-commit regeneration in this setup
+        assert regenerate(resource_set) is not None
+    assert ResourceListPage.objects.count() == 8
+    return resource_set
+
+
+def environment(database_url: str, tmp_path: Path, **extra: str) -> dict[str, str]:
+    return {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": os.environ["DJANGO_SETTINGS_MODULE"],
+        "DATABASE_URL": database_url,
+        "DATA_DIR": str(tmp_path),  # test settings store documents in DATA_DIR/test-documents
+        "RESOURCESYNC_REGENERATION_LEASE_SECONDS": str(WINDOW),
+        **extra,
+    }
+
+
+def start_slow_run(database_url: str, tmp_path: Path, delay: float) -> subprocess.Popen:
+    """`regenerate --full` with slow page builds, once it holds the set's lease."""
+    env = environment(database_url, tmp_path, PAGE_DELAY=str(delay), CPU_COUNT="2")
+    script = REPO / "tests" / "integration" / "regenerate_slowly.py"
+    process = subprocess.Popen(
+        [sys.executable, str(script), "acme/articles", "--full"],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    deadline = time.monotonic() + 60
+    while not RegenerationState.objects.filter(holder__contains=f"pid {process.pid} ").exists():
+        if process.poll() is not None or time.monotonic() > deadline:
+            process.kill()
+            pytest.fail(f"the slow run never took the lease:\n{process.communicate()[0]!r}")
+        time.sleep(0.05)
+    return process
+
+
+def children(pid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(entry.name))
+    return found
+
+
+def running(pid: int) -> bool:
+    """Alive and not a zombie waiting to be reaped."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def kill_9(process: subprocess.Popen) -> None:
+    process.send_signal(signal.SIGKILL)
+    process.wait(timeout=10)
+
+
+def test_a_killed_run_is_taken_over_within_the_lease_window(
+    big_set, database_url, tmp_path, client
+):
+    """While the run beats, `regenerate` says the set is held and exits 1; once it was
+    killed, a new run takes the set over within the window and publishes every entry."""
+    slow = start_slow_run(database_url, tmp_path, delay=5)
+    try:
+        # Its own process: the live run's lease must hold for longer than the window.
+        held = subprocess.run(
+            [sys.executable, "manage.py", "regenerate", "acme/articles"],
+            cwd=REPO,
+            env=environment(database_url, tmp_path),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert slow.poll() is None, "the slow run ended before the test could kill it"
+    finally:
+        kill_9(slow)
+    killed_at = time.monotonic()
+    assert held.returncode == 1, held
+    assert "acme/articles: not regenerated: another run holds it" in held.stderr
+    assert f"pid {slow.pid} " in held.stderr
+
+    with pytest.raises(CommandError, match="1 set\\(s\\) not regenerated: acme/articles"):
+        call_command("regenerate", "acme/articles")  # a killed run's lease lives on a moment
+    while True:
+        try:
+            call_command("regenerate", "acme/articles", "--full")
+            break
+        except CommandError:
+            assert time.monotonic() - killed_at < WINDOW + 3, "the dead run's lease was kept"
+            time.sleep(0.2)
+    assert time.monotonic() - killed_at >= WINDOW - 1
+    assert served_entries(client) == names(*range(40))
+    state = RegenerationState.objects.get(resource_set=big_set)
+    assert state.running_since is None and state.holder == ""
+
+
+def test_forked_page_builders_die_with_a_killed_run(big_set, database_url, tmp_path):
+    slow = start_slow_run(database_url, tmp_path, delay=30)
+    try:
+        deadline = time.monotonic() + 30
+        while len(builders := children(slow.pid)) < 2:
+            assert time.monotonic() < deadline, "the run forked no page builders"
+            time.sleep(0.05)
+    finally:
+        kill_9(slow)
+    deadline = time.monotonic() + 5
+    while alive := [pid for pid in builders if running(pid)]:
+        assert time.monotonic() < deadline, f"builders {alive} outlived their killed run"
+        time.sleep(0.05)

@@ -1,0 +1,345 @@
+"""Stored documents under faults: a full disk, a version swapped under a reader, orphans.
+
+The disk-full cases run twice: with an OSError(ENOSPC) injected into the write
+(everywhere), and on a real, small tmpfs that the test mounts (as root, as in
+CI; without root that test fails and says why, it never skips).
+"""
+
+from __future__ import annotations
+
+import errno
+import gzip
+import io
+import os
+import subprocess
+import time
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+from django.test import RequestFactory
+from django.utils import timezone
+
+from sitemaps import storage as stored
+from sitemaps.cleanup import remove_unreferenced
+from sitemaps.models import ChangeListPage, IndexDocument, ResourceListPage, RetiredDocument
+from sitemaps.regeneration import regenerate
+from sitemaps.storage import GZIP_SUFFIX, content_etag, save_document
+from sitemaps.views import _send
+from sources.services import ingest_events
+
+from ..support import created, event, ingest, make_set, store_documents_in
+
+pytestmark = pytest.mark.django_db
+CONTENT = b"<urlset>" + b"<url>an entry</url>" * 2000 + b"</urlset>"
+HOUR = 3600
+
+
+@pytest.fixture
+def documents(settings, tmp_path) -> Path:
+    return store_documents_in(settings, tmp_path / "documents")
+
+
+def version_path(documents: Path, name: str) -> Path:
+    return documents / name
+
+
+def assert_whole(documents: Path) -> None:
+    """Every file under a version name holds that version; no partial file is left.
+
+    Such a file is what a later save of the same content would find and reuse.
+    """
+    for path in documents.rglob("*"):
+        if path.is_dir():
+            continue
+        assert not path.name.startswith("."), f"partial file left: {path}"
+        if path.name.endswith(GZIP_SUFFIX):
+            data = gzip.decompress(path.read_bytes())
+            etag = path.name.removesuffix(".xml.gz").rsplit(".", 1)[1]
+        else:
+            data = path.read_bytes()
+            etag = path.name.removesuffix(".xml").rsplit(".", 1)[1]
+        assert content_etag(data) == etag, f"{path} does not hold its version"
+
+
+def backdate(path: Path, seconds: int) -> None:
+    then = time.time() - seconds
+    os.utime(path, (then, then))
+
+
+# --- Disk full -------------------------------------------------------------------------
+
+
+class FullDisk(io.RawIOBase):
+    """A file that takes `room` bytes, then fails as a full disk does."""
+
+    def __init__(self, handle, room: int) -> None:
+        self.handle, self.room = handle, room
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data) -> int:
+        if self.room <= 0:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        taken = bytes(data[: self.room])
+        self.room -= len(taken)
+        return self.handle.write(taken)
+
+    def fileno(self) -> int:
+        return self.handle.fileno()
+
+    def close(self) -> None:
+        self.handle.close()
+        super().close()
+
+
+@pytest.mark.parametrize("room", [0, 5000], ids=["twin-fails", "plain-fails"])
+def test_a_write_that_fills_the_disk_raises_and_leaves_nothing_to_reuse(
+    documents, monkeypatch, room
+):
+    real_create = stored._create_file
+    monkeypatch.setattr(
+        stored, "_create_file", lambda path: io.BufferedWriter(FullDisk(real_create(path), room))
+    )
+    etag = content_etag(CONTENT)
+    with pytest.raises(OSError) as failure:
+        save_document("acme/articles", "changelist-1.xml", CONTENT)
+    assert failure.value.errno == errno.ENOSPC
+    assert not (documents / f"acme/articles/changelist-1.{etag}.xml").exists()
+    assert_whole(documents)
+
+    monkeypatch.setattr(stored, "_create_file", real_create)
+    name, etag = save_document("acme/articles", "changelist-1.xml", CONTENT)
+    assert version_path(documents, name).read_bytes() == CONTENT
+    assert gzip.decompress(version_path(documents, name + GZIP_SUFFIX).read_bytes()) == CONTENT
+    assert etag == content_etag(CONTENT)
+
+
+def test_a_short_or_corrupt_file_under_the_version_name_is_replaced(documents):
+    """What a write cut short by an older release (or a crash) left is never adopted."""
+    etag = content_etag(CONTENT)
+    plain = documents / f"acme/articles/changelist-1.{etag}.xml"
+    plain.parent.mkdir(parents=True)
+    plain.write_bytes(CONTENT[:4096])
+    twin = plain.with_name(plain.name + GZIP_SUFFIX)
+    twin.write_bytes(gzip.compress(CONTENT)[:100])
+
+    name, _ = save_document("acme/articles", "changelist-1.xml", CONTENT)
+    assert version_path(documents, name) == plain
+    assert plain.read_bytes() == CONTENT
+    assert gzip.decompress(twin.read_bytes()) == CONTENT
+
+    twin.write_bytes(gzip.compress(CONTENT + b"more"))  # whole gzip, other content
+    save_document("acme/articles", "changelist-1.xml", CONTENT)
+    assert gzip.decompress(twin.read_bytes()) == CONTENT
+
+
+def test_a_whole_version_is_reused_as_it_is(documents):
+    name, _ = save_document("acme/articles", "changelist-1.xml", CONTENT)
+    before = version_path(documents, name).stat().st_ino
+    assert save_document("acme/articles", "changelist-1.xml", CONTENT)[0] == name
+    assert version_path(documents, name).stat().st_ino == before
+
+
+def test_stored_files_follow_the_umask_so_a_web_server_can_read_them(documents):
+    name, _ = save_document("acme/articles", "changelist-1.xml", CONTENT)
+    for path in (version_path(documents, name), version_path(documents, name + GZIP_SUFFIX)):
+        assert path.stat().st_mode & 0o044 == 0o044, oct(path.stat().st_mode)
+
+
+@pytest.fixture
+def small_disk(settings, tmp_path):
+    """Documents on a 1 MB tmpfs of their own; as root, or the test fails saying why."""
+    mount_point = tmp_path / "disk"
+    mount_point.mkdir()
+    command = ["mount", "-t", "tmpfs", "-o", "size=1m,mode=0755", "tmpfs", str(mount_point)]
+    mounted = subprocess.run(command, capture_output=True, text=True, check=False)
+    if mounted.returncode != 0:
+        pytest.fail(
+            f"This test mounts a small tmpfs to fill it, which needs root "
+            f"(uid {os.getuid()} here): {mounted.stderr.strip()}",
+            pytrace=False,
+        )
+    try:
+        yield store_documents_in(settings, mount_point / "documents")
+    finally:
+        subprocess.run(["umount", str(mount_point)], check=True)
+
+
+def fill(disk: Path, leave: int) -> Path:
+    """Take all but about `leave` bytes of the file system."""
+    filler = disk.parent / "filler"
+    status = os.statvfs(disk.parent)
+    filler.write_bytes(b"\0" * max(status.f_bavail * status.f_frsize - leave, 0))
+    return filler
+
+
+def test_a_full_disk_never_leaves_a_truncated_change_list_to_serve(small_disk, client):
+    resource_set = make_set(entries_per_document=1000, publish_resource_list=False)
+    events = [event("created", f"r/{n:07d}") for n in range(400)]
+    ingest_events(resource_set=resource_set, events=events)  # no regeneration yet
+    small_disk.mkdir()
+    filler = fill(small_disk, leave=48 * 1024)  # the gzip twin fits, the plain list does not
+
+    with pytest.raises(OSError) as failure:
+        regenerate(resource_set)
+    assert failure.value.errno == errno.ENOSPC
+    assert_whole(small_disk)
+
+    filler.unlink()
+    assert regenerate(resource_set) is not None
+    assert_whole(small_disk)
+    url = "/resourcesync/acme/articles/changelist-1.xml"
+    body = b"".join(client.get(url).streaming_content)
+    page = ChangeListPage.objects.get(resource_set=resource_set, number=1)
+    assert len(body) == page.size and body.endswith(b"</urlset>")
+    assert content_etag(body) == page.etag
+    zipped = client.get(url, headers={"accept-encoding": "gzip"})
+    assert gzip.decompress(b"".join(zipped.streaming_content)) == body
+    assert client.head(url)["Content-Length"] == str(len(body))
+
+
+# --- A version swapped under a reader ------------------------------------------------------
+
+
+def test_a_superseded_version_stays_readable_for_the_grace_period(documents, settings):
+    settings.RESOURCESYNC_SUPERSEDED_GRACE_SECONDS = 300
+    resource_set = make_set(entries_per_document=3)
+    created(resource_set, 7)
+    remove_unreferenced(now=timezone.now() + timedelta(hours=1))  # what the first run replaced
+    # A reader finds the page's row just before a regeneration swaps its version...
+    seen = ResourceListPage.objects.select_related("resource_set").get(number=2)
+    ingest(resource_set, [event("updated", "r/0000004", version=2)])
+    current = ResourceListPage.objects.get(number=2)
+    assert current.storage_name != seen.storage_name
+
+    # ...and still gets the version it found.
+    response = _send(RequestFactory().get("/"), seen)
+    assert response.status_code == 200
+    assert b"".join(response.streaming_content) == (documents / seen.storage_name).read_bytes()
+
+    assert remove_unreferenced(now=timezone.now() + timedelta(seconds=290)) == []
+    assert (documents / seen.storage_name).exists()
+    removed = remove_unreferenced(now=timezone.now() + timedelta(seconds=310))
+    assert {seen.storage_name, seen.storage_name + GZIP_SUFFIX} <= set(removed)
+    assert not (documents / seen.storage_name).exists()
+    for document in stored_documents(resource_set):
+        assert (documents / document.storage_name).exists()
+        assert (documents / (document.storage_name + GZIP_SUFFIX)).exists()
+
+
+def test_a_regeneration_deletes_versions_retired_before_the_grace_period(
+    documents, settings, monkeypatch
+):
+    """Without beat (the embedded default), superseded versions still go."""
+    from sitemaps import cleanup
+
+    settings.RESOURCESYNC_SUPERSEDED_GRACE_SECONDS = 300
+    resource_set = make_set(entries_per_document=3)
+    created(resource_set, 7)
+    long_ago = timezone.now() - timedelta(hours=1)
+    old = list(RetiredDocument.objects.values_list("name", flat=True))
+    assert old, "the first run replaced some versions"
+    RetiredDocument.objects.update(retired_at=long_ago)
+    for name in old:
+        backdate(documents / name, HOUR)
+        backdate(documents / (name + GZIP_SUFFIX), HOUR)
+
+    monkeypatch.setattr(cleanup, "_next_expiry", 0.0)
+    seen = ResourceListPage.objects.get(number=2).storage_name
+    ingest(resource_set, [event("updated", "r/0000004", version=2)])
+
+    assert [name for name in old if (documents / name).exists()] == []
+    assert (documents / seen).exists(), "retired just now: kept for the grace period"
+    assert set(RetiredDocument.objects.values_list("name", flat=True)).isdisjoint(old)
+    for document in stored_documents(resource_set):
+        assert (documents / document.storage_name).exists()
+
+
+def stored_documents(resource_set) -> list:
+    return [
+        *ResourceListPage.objects.filter(resource_set=resource_set),
+        *ChangeListPage.objects.filter(resource_set=resource_set),
+        *IndexDocument.objects.filter(resource_set=resource_set),
+    ]
+
+
+# --- Orphans --------------------------------------------------------------------------------
+
+
+def test_cleanup_documents_removes_only_old_unreferenced_versions(documents, tmp_path):
+    resource_set = make_set(entries_per_document=3)
+    created(resource_set, 5)
+    referenced = sorted(p for p in documents.rglob("*") if p.is_file())
+    for path in referenced:
+        backdate(path, HOUR)  # old, but a row references each
+    folder = documents / "acme" / "articles"
+    orphan = folder / f"resourcelist-7.{'a' * 32}.xml"
+    orphans = [orphan, orphan.with_name(orphan.name + GZIP_SUFFIX)]
+    orphans.append(folder / f".changelist-1.{'b' * 32}.xml.{'c' * 32}.partial")
+    young = folder / f"resourcelist-8.{'d' * 32}.xml"
+    foreign = folder / "notes.txt"  # not a document version: never ours to remove
+    outside = tmp_path / f"resourcelist-9.{'e' * 32}.xml"  # outside the storage
+    for path in [*orphans, young, foreign, outside]:
+        path.write_bytes(b"<urlset/>")
+        backdate(path, HOUR)
+    os.utime(young)
+    (folder / "elsewhere").symlink_to(tmp_path, target_is_directory=True)
+
+    out = io.StringIO()
+    call_command("cleanup_documents", stdout=out)
+
+    assert sorted(p for p in documents.rglob("*") if p.is_file()) == sorted(
+        [*referenced, young, foreign]
+    )
+    assert outside.exists()
+    report = out.getvalue()
+    assert "Removed 3 file(s)" in report
+    for path in orphans:
+        assert str(path.relative_to(documents)) in report
+
+
+def test_cleanup_documents_dry_run_removes_nothing(documents):
+    orphan = documents / "acme" / "articles" / f"resourcelist-7.{'a' * 32}.xml"
+    orphan.parent.mkdir(parents=True)
+    orphan.write_bytes(b"<urlset/>")
+    backdate(orphan, HOUR)
+    out = io.StringIO()
+    call_command("cleanup_documents", "--dry-run", stdout=out)
+    assert orphan.exists()
+    assert "Would remove 1 file(s)" in out.getvalue()
+    assert "acme/articles/resourcelist-7." in out.getvalue()
+
+
+def test_a_version_the_published_tree_links_to_is_never_removed(documents, published_dir):
+    """A run killed between saving a row and relinking leaves the link on the old version."""
+    from sitemaps import publishing
+
+    resource_set = make_set(entries_per_document=3)
+    created(resource_set, 2)
+    page = ResourceListPage.objects.get(resource_set=resource_set, number=1)
+    linked = page.storage_name
+    newer, etag = save_document("acme/articles", page.public_name, b"<urlset/>")
+    ResourceListPage.objects.filter(pk=page.pk).update(storage_name=newer, etag=etag)
+    later = timezone.now() + timedelta(hours=1)
+
+    assert remove_unreferenced(now=later) == []
+    link = published_dir / "resourcesync" / "acme" / "articles" / "resourcelist-1.xml"
+    assert link.resolve() == (documents / linked).resolve()
+    assert link.read_bytes()
+
+    publishing.rebuild()
+    assert sorted(remove_unreferenced(now=later)) == [linked, linked + GZIP_SUFFIX]
+    assert link.read_bytes() == b"<urlset/>"
+
+
+def test_cleanup_runs_periodically(documents, settings):
+    from sitemaps.tasks import cleanup_documents
+
+    assert any(
+        entry["task"] == "sitemaps.tasks.cleanup_documents"
+        for entry in settings.CELERY_BEAT_SCHEDULE.values()
+    )
+    assert cleanup_documents.apply().get() == 0
