@@ -564,9 +564,9 @@ def timed_change(name: str, resource_set, args, expected: Expected, change: str,
 def mirror(resource_set, expected: Expected) -> dict[str, Any]:
     """Drop and refill this bench's indices through `sources.indexing`.
 
-    `index_pending_changes` takes its changes in batches, one after the other;
+    `index_pending` takes its changes in batches, one after the other;
     here each CPU takes a share of them, in the same batches, to the same
-    `index_changes`. A last `index_pending_changes` must then find none.
+    `index_changes`. A last `index_pending` must then find none.
     """
     from sources.generators import get_generator
     from sources.models import Change

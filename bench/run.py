@@ -82,6 +82,7 @@ def benchmarks() -> list[Benchmark]:
             "harvest", "harvest.py", ["--size", "100000", "--resync-size", "10000"],
             ["--size", "2000", "--resync-size", "500"],
         ),
+        Benchmark("scan", "scan.py", ["--size", "100000"], ["--size", "2000"]),
     ]  # fmt: skip
 
 

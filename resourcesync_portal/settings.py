@@ -149,7 +149,7 @@ MEDIA_ROOT = Path(os.environ.get("MEDIA_ROOT", DATA_DIR / "media"))
 # ResourceSync documents are written through Django's storage API, so an
 # S3-compatible backend can replace local files on multi-node deployments.
 LOCAL_STORAGE = "django.core.files.storage.FileSystemStorage"
-STORAGES = {
+STORAGES: dict[str, dict[str, Any]] = {
     "default": {"BACKEND": LOCAL_STORAGE},
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"}
     if not DEBUG
@@ -239,6 +239,11 @@ RESOURCESYNC_PUBLISHED_DIR = os.environ.get(
 # /files/<provider>/<set>/<path> (the demo uses it); off when a web server does.
 SERVE_RESOURCE_FILES = env_bool("SERVE_RESOURCE_FILES", True)
 
+# Sets whose resource_root_dir beat rescans (`manage.py scan`), as provider/set, comma-separated.
+RESOURCESYNC_SCAN_SETS = [
+    path.strip() for path in os.environ.get("RESOURCESYNC_SCAN_SETS", "").split(",") if path.strip()
+]
+
 # --- Ingestion API -----------------------------------------------------------
 # A request is one transaction: the limit keeps one inside gunicorn's timeout
 # (README, Production) and bounds the memory its validated events take.
@@ -284,6 +289,10 @@ CELERY_BEAT_SCHEDULE = {
     "cleanup-documents": {
         "task": "sitemaps.tasks.cleanup_documents",
         "schedule": timedelta(minutes=5),
+    },
+    "scan-folders": {
+        "task": "sources.tasks.scan_folders",
+        "schedule": timedelta(seconds=int(os.environ.get("RESOURCESYNC_SCAN_SECONDS", 300))),
     },
 }
 

@@ -6,7 +6,7 @@ from django.db.models import Q, QuerySet
 
 from sources.models import ApiToken, ResourceSet
 
-from . import links
+from . import change_list_archive, links
 from .models import IndexDocument
 from .protocol.builders import (
     CapabilityEntry,
@@ -65,4 +65,7 @@ def capability_list(resource_set: ResourceSet) -> bytes:
         )
     if capabilities.publish_change_list and Capability.CHANGE_LIST in written:
         entries.append(CapabilityEntry(Capability.CHANGE_LIST, links.change_list_url(resource_set)))
+    if capabilities.publish_change_list and change_list_archive.archive_written(resource_set):
+        url = links.change_list_archive_url(resource_set)
+        entries.append(CapabilityEntry(Capability.CHANGE_LIST_ARCHIVE, url))
     return build_capability_list(entries, source_description_url=links.source_description_url())

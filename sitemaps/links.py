@@ -47,3 +47,7 @@ def change_list_url(resource_set: ResourceSet) -> str:
 
 def change_list_page_url(resource_set: ResourceSet, number: int) -> str:
     return _set_url("change-list-page", resource_set, number=number)
+
+
+def change_list_archive_url(resource_set: ResourceSet) -> str:
+    return _set_url("change-list-archive", resource_set)

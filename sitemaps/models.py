@@ -90,11 +90,12 @@ class ChangeListPage(StoredDocument):
 
 
 class IndexDocument(StoredDocument):
-    """`resourcelist.xml` and `changelist.xml` of a set (a list or an index)."""
+    """`resourcelist.xml` and `changelist.xml` of a set (a list or an index), and its archive."""
 
     class Kind(models.TextChoices):
         RESOURCE_LIST = Capability.RESOURCE_LIST.value
         CHANGE_LIST = Capability.CHANGE_LIST.value
+        CHANGE_LIST_ARCHIVE = Capability.CHANGE_LIST_ARCHIVE.value
 
     resource_set = models.ForeignKey(
         ResourceSet, on_delete=models.CASCADE, related_name="index_documents"

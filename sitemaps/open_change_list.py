@@ -8,12 +8,13 @@ URL as its Change List. It is the page view with another lookup, so access
 from __future__ import annotations
 
 from .models import ChangeListPage
+from .protocol.constants import Capability
 from .views import StoredDocumentView
 
 
 class OpenChangeListView(StoredDocumentView):
     model = ChangeListPage
-    kind = "changelist"
+    kind = Capability.CHANGE_LIST
 
     def find_document(self) -> ChangeListPage | None:
         """The set's list without `until`: closing a list opens the next, so there is one."""

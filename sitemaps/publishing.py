@@ -52,11 +52,12 @@ def published_root() -> Path | None:
 
 
 def capability_published(resource_set: ResourceSet, kind: str) -> bool:
-    """Whether the set publishes this capability (a Resource List or a Change List)."""
+    """Whether the set publishes this capability (a Resource List, a Change List or its archive)."""
     capabilities = resource_set.capabilities
     return {
         Capability.RESOURCE_LIST: capabilities.publish_resource_list,
         Capability.CHANGE_LIST: capabilities.publish_change_list,
+        Capability.CHANGE_LIST_ARCHIVE: capabilities.publish_change_list,
     }[Capability(kind)]
 
 

@@ -32,7 +32,7 @@ from sources.generators import BaseGenerator, get_generator
 from sources.models import Change, ResourceSet
 from sources.services import resource_set_lock
 
-from . import forking, lease, links, planning, publishing
+from . import change_list_archive, forking, lease, links, planning, publishing
 from .models import (
     ChangeListPage,
     IndexDocument,
@@ -500,7 +500,8 @@ class RegenerationRun:
                 continue
             self.write_change_page(page, pages)
         if changed or self.report.change_pages_written:
-            self.write_change_index(pages)
+            kept, archives_url = change_list_archive.retain(self, pages)
+            self.write_change_index(kept, archives_url=archives_url)
 
     def first_change_list(self) -> ChangeListPage:
         """Open the first list under the set's lock and record its start, which
@@ -568,13 +569,16 @@ class RegenerationRun:
         self.point_at(page, name, etag)
         self.report.change_pages_written.append(page.number)
 
-    def write_change_index(self, pages: list[ChangeListPage]) -> None:
-        """`changelist.xml`: the only Change List itself, or an index once there are several.
+    def write_change_index(
+        self, pages: list[ChangeListPage], archives_url: str | None = None
+    ) -> None:
+        """`changelist.xml`: the only Change List itself, or an index once there are several
+        (or once older lists moved to an archive, which only an index can link to).
 
         The same rule as `resourcelist.xml`, so a client that reads no index
         (resync 2.0.1) syncs a set with one list through either URL.
         """
-        if len(pages) == 1:
+        if len(pages) == 1 and archives_url is None:
             content = self.read_page(pages[0])
             self.store_index(IndexDocument.Kind.CHANGE_LIST, content, pages[0].entries)
             return
@@ -587,7 +591,10 @@ class RegenerationRun:
             for page in pages
         ]
         content = build_change_list_index(
-            parts, since=pages[0].since, capability_list_url=self.capability_list_url
+            parts,
+            since=pages[0].since,
+            capability_list_url=self.capability_list_url,
+            archives_url=archives_url,
         )
         self.store_index(IndexDocument.Kind.CHANGE_LIST, content, len(pages))
 

@@ -19,4 +19,5 @@ urlpatterns = [
     path(SET + "changelist.xml", views.change_list, name="change-list"),
     path(SET + "changelist-<int:number>.xml", views.change_list_page, name="change-list-page"),
     path(SET + "changelist-open.xml", open_change_list, name="change-list-open"),
+    path(SET + "changelist-archive.xml", views.change_list_archive, name="change-list-archive"),
 ]

@@ -148,3 +148,6 @@ change_list = StoredDocumentView.as_view(
     model=IndexDocument, kind=Capability.CHANGE_LIST, index=True
 )
 change_list_page = StoredDocumentView.as_view(model=ChangeListPage, kind=Capability.CHANGE_LIST)
+change_list_archive = StoredDocumentView.as_view(
+    model=IndexDocument, kind=Capability.CHANGE_LIST_ARCHIVE, index=True
+)

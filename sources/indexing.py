@@ -168,9 +168,9 @@ class Mirror:
                 lines.append(orjson.dumps(header))
                 if source is not None:
                     lines.append(orjson.dumps(source))
-            response = self.client.bulk(
-                body=b"\n".join(lines) + b"\n", filter_path=BULK_FILTER_PATH
-            )
+            body = b"\n".join(lines) + b"\n"
+            # The client sends bytes as they are; its types only know lists of dicts.
+            response = self.client.bulk(body=body, filter_path=BULK_FILTER_PATH)  # type: ignore[arg-type]
             _raise_refusals(response)
 
     def _resource_actions(self, keys: set[int]) -> Iterator[BulkAction]:

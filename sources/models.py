@@ -112,6 +112,13 @@ class CapabilitySettings(models.Model):
     changelist_rotation = models.DurationField(
         default=timedelta(days=1), help_text="The open Change List closes after this period."
     )
+    changelist_keep = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1)],
+        help_text="Keep this many closed Change Lists in the Change List Index; older ones "
+        "move to the Change List Archive. Empty: keep all.",
+    )
     regenerate_after_changes = models.PositiveIntegerField(
         default=1000, help_text="Regenerate documents once this many changes are pending."
     )

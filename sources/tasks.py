@@ -47,3 +47,11 @@ def queue_indexing(resource_set_id: int) -> None:
             logger.exception("Indexing set %s failed; reconcile will retry", resource_set_id)
         return
     index_pending_changes.delay(resource_set_id)
+
+
+@shared_task
+def scan_folders() -> str:
+    """Beat: rescan the folder of every set RESOURCESYNC_SCAN_SETS names (see sources.scanning)."""
+    from .scanning import scan_listed_sets
+
+    return scan_listed_sets()

@@ -345,13 +345,17 @@ def build_change_list_index(
     since: datetime,
     capability_list_url: str,
     until: datetime | None = None,
+    archives_url: str | None = None,
 ) -> bytes:
-    """A Change List Index; parts oldest first, closed parts with `until`, open ones without."""
+    """A Change List Index; parts oldest first, closed parts with `until`, open ones without.
+
+    `archives_url` names the Change List Archive holding the older lists.
+    """
     _check_window(since, until)
     writer = DocumentWriter("sitemapindex")
     header = writer.start(
         {"capability": Capability.CHANGE_LIST, "from": w3c_datetime(since), "until": _time(until)},
-        _links(("up", capability_list_url)),
+        _links(("up", capability_list_url), ("archives", archives_url)),
     )
 
     entries: list[bytes] = []

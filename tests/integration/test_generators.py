@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import hashlib
+import mimetypes
 import os
 from datetime import UTC, datetime, timedelta
 from unittest import mock
+from urllib.parse import quote
 
 import pytest
 from django.core.management import call_command
@@ -16,6 +19,7 @@ from sitemaps.models import ChangeListPage, IndexDocument, RegenerationState, Re
 from sitemaps.regeneration import regenerate
 from sitemaps.storage import document_storage
 from sources import tasks
+from sources.events import Event
 from sources.generators import get_generator
 from sources.models import Change, ResourceSet
 from sources.services import ingest_events
@@ -303,3 +307,71 @@ def test_pages_built_in_forked_workers_equal_pages_built_in_process(
     assert len(documents["database", 1]) == 3 + 4 + 2
     for key, found in documents.items():
         assert found == documents["database", 1], key
+
+
+def _folder_set(slug: str, root) -> ResourceSet:
+    resource_set = make_set("folder", slug)
+    resource_set.url_prefix = "http://data.example.org/folder/"
+    resource_set.resource_root_dir = str(root)
+    resource_set.save()
+    return resource_set
+
+
+def _api_events(root, names: list[str], change: str) -> list[Event]:
+    """What a harvester would post for these files, worked out here independently."""
+    events = []
+    for name in names:
+        uri = "http://data.example.org/folder/" + quote(name)
+        if change == "deleted":
+            events.append(Event(change, "rel_path", name, uri))
+            continue
+        data, status = (root / name).read_bytes(), (root / name).stat()
+        events.append(
+            Event(
+                change, "rel_path", name, uri, length=len(data),
+                md5=hashlib.md5(data, usedforsecurity=False).hexdigest(),
+                sha256=hashlib.sha256(data).hexdigest(),
+                mime=mimetypes.guess_type(name)[0],
+                lastmod=datetime(1970, 1, 1, tzinfo=UTC)
+                + timedelta(microseconds=status.st_mtime_ns // 1000),
+            )
+        )  # fmt: skip
+    return events
+
+
+def _without_keys(records):
+    return [record._replace(key=0, **({"resource_key": 0} if hasattr(record, "change") else {}))
+            for record in records]  # fmt: skip
+
+
+def test_a_folder_scanned_set_gives_the_records_of_the_same_set_filled_through_the_api(
+    backend, tmp_path
+):
+    """The folder generator is one more way in: `scan` and the API must leave identical data."""
+    from sources.scanning import scan_folder
+
+    root = tmp_path / "root"
+    for n in range(6):
+        (root / f"d{n % 2}").mkdir(parents=True, exist_ok=True)
+        (root / f"d{n % 2}/file {n}.txt").write_bytes(f"content {n}".encode())
+    (root / "page.html").write_bytes(b"<p>x</p>")
+    scanned, posted = _folder_set("scanned", root), _folder_set("posted", root)
+    first = ["d0/file 0.txt", "d0/file 2.txt", "d0/file 4.txt", "d1/file 1.txt",
+             "d1/file 3.txt", "d1/file 5.txt", "page.html"]  # fmt: skip
+
+    with mock.patch("django.utils.timezone.now", return_value=at(0)):
+        scan_folder(resource_set=scanned)
+        ingest_events(resource_set=posted, events=_api_events(root, first, "created"))
+    (root / "d1/file 3.txt").write_bytes(b"changed")
+    (root / "page.html").unlink()
+    with mock.patch("django.utils.timezone.now", return_value=at(10)):
+        scan_folder(resource_set=scanned)
+        # A scan posts what it found, then what is gone: two requests.
+        ingest_events(resource_set=posted, events=_api_events(root, ["d1/file 3.txt"], "updated"))
+        ingest_events(resource_set=posted, events=_api_events(root, ["page.html"], "deleted"))
+    generator = get_generator()
+    generator.index_pending()
+    for method in ("iter_resources", "iter_changes"):
+        got = _without_keys(getattr(generator, method)(scanned))
+        assert got == _without_keys(getattr(generator, method)(posted)), method
+    assert len(list(generator.iter_changes(scanned))) == 9
