@@ -180,25 +180,36 @@ if not DEBUG:
     SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", False)
     SECURE_CONTENT_TYPE_NOSNIFF = True
 
-# --- Elasticsearch ---------------------------------------------------------
-ELASTICSEARCH_URL = os.environ.get("ELASTICSEARCH_URL", "")
-ELASTICSEARCH_INDEX_PREFIX = os.environ.get("ELASTICSEARCH_INDEX_PREFIX", "resourcesync")
+# --- Generators (pluggable, like Wagtail's search backends) ----------------
+# One entry picks the backend documents are built from, with its own options.
+# ELASTICSEARCH_URL picks the Elasticsearch generator, which also keeps the
+# mirror (indices `<ELASTICSEARCH_INDEX_PREFIX>-resources` and `-changes`).
+_elasticsearch_url = os.environ.get("ELASTICSEARCH_URL", "")
+_generator: dict[str, Any] = (
+    {
+        "BACKEND": "sources.generators.elasticsearch.ElasticsearchGenerator",
+        "HOSTS": [_elasticsearch_url],
+        "INDEX_PREFIX": os.environ.get("ELASTICSEARCH_INDEX_PREFIX", "resourcesync"),
+        "TIMEOUT": 30,
+    }
+    if _elasticsearch_url
+    else {"BACKEND": "sources.generators.database.DatabaseGenerator"}
+)
+RESOURCESYNC_GENERATORS = {"default": _generator}
+
+# django-elasticsearch-dsl (its Documents and `search_index` command) talks to
+# the same node as the generator.
 ELASTICSEARCH_DSL = {
-    "default": {"hosts": ELASTICSEARCH_URL or "http://127.0.0.1:9200", "request_timeout": 30},
+    "default": {
+        "hosts": _generator.get("HOSTS", ["http://127.0.0.1:9200"]),
+        "request_timeout": _generator.get("TIMEOUT", 30),
+        **_generator.get("OPTIONS", {}),
+    },
 }
 # We index ourselves, after commit (see sources.indexing); never from signals.
 ELASTICSEARCH_DSL_AUTOSYNC = False
 ELASTICSEARCH_DSL_AUTO_REFRESH = False
 ELASTICSEARCH_DSL_SIGNAL_PROCESSOR = "django_elasticsearch_dsl.signals.BaseSignalProcessor"
-
-# --- Generators (pluggable, like Wagtail's search backends) ----------------
-RESOURCESYNC_GENERATORS = {
-    "default": {
-        "BACKEND": "sources.generators.elasticsearch.ElasticsearchGenerator"
-        if ELASTICSEARCH_URL
-        else "sources.generators.database.DatabaseGenerator",
-    },
-}
 
 # --- ResourceSync documents --------------------------------------------------
 # https://www.sitemaps.org/protocol.html#index: 50,000 URLs and 50 MB per file.

@@ -24,7 +24,7 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import connections, transaction
-from django.db.models import Max, Min
+from django.db.models import Min
 from django.utils import timezone
 
 from sitemaps.protocol.records import ResourceRecord
@@ -83,13 +83,7 @@ class RegenerationReport:
 
 def change_watermark(resource_set: ResourceSet, generator: BaseGenerator) -> int:
     """The highest change id the generator can already show, with all before it."""
-    changes = Change.objects.filter(resource_set=resource_set)
-    newest = changes.aggregate(newest=Max("id"))["newest"] or 0
-    if generator.reads_mirror:
-        first_pending = changes.filter(indexed=False).aggregate(first=Min("id"))["first"]
-        if first_pending is not None:
-            return min(newest, first_pending - 1)
-    return newest
+    return generator.visible_through(resource_set)
 
 
 def pending_changes(resource_set: ResourceSet) -> int:
