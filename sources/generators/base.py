@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
+from typing import TYPE_CHECKING, Any, BinaryIO, ClassVar, NamedTuple
 
 if TYPE_CHECKING:
     from sources.models import ResourceSet
@@ -61,6 +61,10 @@ class ChangeRecord(NamedTuple):
     mime: str = ""
     sha256: str = ""
     links: tuple[Link, ...] = ()
+
+
+class ResourceUnreadable(Exception):
+    """The portal cannot read a resource's bytes (for a dump); the message says why."""
 
 
 class BaseGenerator:
@@ -118,3 +122,16 @@ class BaseGenerator:
     def last_changed(self, resource_set: ResourceSet) -> dt.datetime | None:
         """The datetime of the set's newest change, or None if it has none."""
         raise NotImplementedError
+
+    def open_resource(
+        self, resource_set: ResourceSet, record: ResourceRecord | ChangeRecord
+    ) -> BinaryIO:
+        """Open the bytes of a resource (or of a change's resource) for a dump package.
+
+        The default reads the file its URI names under the set's
+        resource_root_dir; raises ResourceUnreadable when there is none. The
+        caller checks the bytes against the record.
+        """
+        from sources.resource_files import open_resource_file
+
+        return open_resource_file(resource_set, record.uri)
