@@ -25,11 +25,23 @@ logger = logging.getLogger(__name__)
 
 
 def dump_problem(resource_set: ResourceSet) -> str | None:
-    """Why the set cannot publish the dumps it asks for, or None."""
+    """Why the set cannot publish the dumps its settings ask for, or None."""
     capabilities = resource_set.capabilities
-    if not (capabilities.publish_resource_dump or capabilities.publish_change_dump):
+    return settings_problem(
+        resource_set,
+        resource_dump=capabilities.publish_resource_dump,
+        change_dump=capabilities.publish_change_dump,
+        change_list=capabilities.publish_change_list,
+    )
+
+
+def settings_problem(
+    resource_set: ResourceSet, *, resource_dump: bool, change_dump: bool, change_list: bool
+) -> str | None:
+    """Why these capability settings cannot publish their dumps (for forms too), or None."""
+    if not (resource_dump or change_dump):
         return None
-    if capabilities.publish_change_dump and not capabilities.publish_change_list:
+    if change_dump and not change_list:
         return "the Change Dump follows the Change List's windows: publish the Change List too"
     return unreadable_reason(resource_set)
 

@@ -14,7 +14,9 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from django.core.management import CommandError, call_command
 from django.test import Client
+from django.urls import reverse
 from lxml import etree
 from resync.change_dump import ChangeDump
 from resync.change_dump_manifest import ChangeDumpManifest
@@ -326,3 +328,90 @@ def test_dumps_are_404_when_not_published(client, tmp_path: Path) -> None:
     assert get(client, f"{BASE}/resourcedump.xml")[0] == 404
     assert get(client, f"{BASE}/resourcedump-package-1.zip")[0] == 404
     assert get(client, f"{BASE}/changedump.xml")[0] == 200
+
+
+def admin_add_set(admin_client, root: str, **capabilities):
+    """POST the admin's add form for a set with its capability settings inline."""
+    provider, _ = DataProvider.objects.get_or_create(slug="acme", defaults={"name": "Acme"})
+    data = {
+        "provider": provider.pk,
+        "slug": "new",
+        "name": "New",
+        "url_prefix": PREFIX,
+        "resource_root_dir": root,
+        "capability_settings-TOTAL_FORMS": "1",
+        "capability_settings-INITIAL_FORMS": "0",
+        "capability_settings-MIN_NUM_FORMS": "1",
+        "capability_settings-MAX_NUM_FORMS": "1",
+        "capability_settings-0-publish_resource_list": "on",
+        "capability_settings-0-publish_change_list": "on",
+        "capability_settings-0-entries_per_document": "50000",
+        "capability_settings-0-changelist_rotation": "1 00:00:00",
+        "capability_settings-0-regenerate_after_changes": "1000",
+        "capability_settings-0-regenerate_after_seconds": "1",
+    }
+    data.update({f"capability_settings-0-{name}": "on" for name in capabilities})
+    return admin_client.post(reverse("admin:sources_resourceset_add"), data)
+
+
+def test_the_admin_refuses_dumps_for_a_set_whose_files_it_cannot_read(admin_client, tmp_path):
+    response = admin_add_set(admin_client, "", publish_resource_dump=True)
+    assert response.status_code == 200  # the form again, with the reason
+    assert (
+        "Dumps cannot be published: the set has no resource_root_dir" in response.content.decode()
+    )
+    assert not ResourceSet.objects.filter(slug="new").exists()
+
+    response = admin_add_set(admin_client, str(tmp_path), publish_change_dump=True)
+    assert response.status_code == 302  # saved: the portal can read files under this root
+    settings = ResourceSet.objects.get(slug="new").capabilities
+    assert settings.publish_change_dump and not settings.publish_resource_dump
+
+
+def test_regenerate_says_why_a_set_gets_no_dumps(tmp_path: Path) -> None:
+    files = FileSet(tmp_path / "files")
+    ResourceSet.objects.filter(pk=files.resource_set.pk).update(resource_root_dir="")
+    out, err = io.StringIO(), io.StringIO()
+    with pytest.raises(CommandError, match="dumps not built for 1 set"):
+        call_command("regenerate", "acme/files", stdout=out, stderr=err)
+    assert "acme/files: dumps not built: the set has no resource_root_dir" in err.getvalue()
+    assert "resource list" in out.getvalue()  # the lists were still written
+
+
+def test_url_only_sets_cannot_dump(tmp_path: Path) -> None:
+    files = FileSet(tmp_path / "files")
+    url = "http://elsewhere.example.org/a.pdf"
+    ingest_events(
+        resource_set=files.resource_set,
+        events=[
+            Event(
+                change="created",
+                location_type=LocationType.URL,
+                location_value=url,
+                uri=url,
+                length=1,
+                md5="0" * 32,
+                mime="application/pdf",
+                lastmod=self_lastmod(),
+            )
+        ],
+    )
+    report = regenerate(files.resource_set)
+    assert "every resource of the set has a url location" in report.dumps.problem
+    assert DumpState.objects.get().problem == report.dumps.problem
+
+
+def test_the_set_page_shows_packages_and_what_could_not_be_packaged(admin_client, tmp_path):
+    files = FileSet(tmp_path / "files")
+    events = [files.write(f"r{n}.txt", content(n)) for n in range(3)]
+    (files.root / "r2.txt").unlink()
+    files.post(events)
+    page = admin_client.get(
+        reverse("admin:sources_resourceset_change", args=[files.resource_set.pk])
+    )
+    html = page.content.decode()
+    assert "resourcedump-package-1.zip (2 bitstreams" in html
+    assert "changedump-package-1.zip (2 bitstreams" in html
+    assert "Not packaged now: 2" in html
+    assert f"{PREFIX}r2.txt: its file is missing" in html
+    assert "Last dump run: " in html and "2 not packaged" in html
