@@ -44,15 +44,18 @@ def storage(settings, tmp_path: Path) -> None:
 class FileSet:
     """A set whose resources are files under `root`, with dumps on."""
 
-    def __init__(self, root: Path, *, protected: bool = False, **capabilities) -> None:
+    def __init__(
+        self, root: Path, *, slug: str = "files", protected: bool = False, **capabilities
+    ) -> None:
         self.root = root
+        self.prefix = PREFIX if slug == "files" else f"http://data.example.org/acme/{slug}/"
         root.mkdir(exist_ok=True)
         provider, _ = DataProvider.objects.get_or_create(slug="acme", defaults={"name": "Acme"})
         self.resource_set = ResourceSet.objects.create(
             provider=provider,
-            slug="files",
-            name="files",
-            url_prefix=PREFIX,
+            slug=slug,
+            name=slug,
+            url_prefix=self.prefix,
             resource_root_dir=str(root),
             protected=protected,
         )
@@ -67,7 +70,7 @@ class FileSet:
             change=change,
             location_type=LocationType.REL_PATH,
             location_value=name,
-            uri=PREFIX + name.replace(" ", "%20"),
+            uri=self.prefix + name.replace(" ", "%20"),
             length=len(content),
             md5=hashlib.md5(content, usedforsecurity=False).hexdigest(),
             sha256=hashlib.sha256(content).hexdigest(),
@@ -81,7 +84,7 @@ class FileSet:
             change="deleted",
             location_type=LocationType.REL_PATH,
             location_value=name,
-            uri=PREFIX + name.replace(" ", "%20"),
+            uri=self.prefix + name.replace(" ", "%20"),
         )
 
     def post(self, events: list[Event]):
