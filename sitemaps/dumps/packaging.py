@@ -233,31 +233,34 @@ def _add_from_file(
     if size is not None and size != record.length:
         return f"its file has {size} bytes, the record says {record.length}"
     info = _zip_info(member_name(item.path), record.lastmod, compression, record.length or 0)
+    head = handle.read(SMALL_FILE_BYTES + 1)
+    if len(head) > SMALL_FILE_BYTES:
+        return _add_large(archive, info, item, handle, head)
+    if len(head) != record.length:
+        return f"its file has {len(head)} bytes, the record says {record.length}"
     hashers = _hashers(record)
-    if (size or 0) <= SMALL_FILE_BYTES:
-        data = handle.read(SMALL_FILE_BYTES + 1)
-        if len(data) != record.length:
-            return f"its file has {len(data)} bytes, the record says {record.length}"
-        for hasher in hashers.values():
-            hasher.update(data)
-        reason = _mismatch(record, hashers)
-        if reason is None:
-            archive.writestr(info, data)
-        return reason
-    return _add_large(archive, info, item, handle, hashers)
+    for hasher in hashers.values():
+        hasher.update(head)
+    reason = _mismatch(record, hashers)
+    if reason is None:
+        archive.writestr(info, head)
+    return reason
 
 
 def _add_large(
-    archive: zipfile.ZipFile,
-    info: zipfile.ZipInfo,
-    item: Item,
-    handle: BinaryIO,
-    hashers: dict[str, hashlib._Hash],
+    archive: zipfile.ZipFile, info: zipfile.ZipInfo, item: Item, handle: BinaryIO, head: bytes
 ) -> str | None:
     """Hash first (nothing written if it differs), then copy while hashing again."""
-    while chunk := handle.read(CHUNK_SIZE):
+    hashers = _hashers(item.record)
+    length = 0
+    chunk = head
+    while chunk:
+        length += len(chunk)
         for hasher in hashers.values():
             hasher.update(chunk)
+        chunk = handle.read(CHUNK_SIZE)
+    if length != item.record.length:
+        return f"its file has {length} bytes, the record says {item.record.length}"
     reason = _mismatch(item.record, hashers)
     if reason is not None:
         return reason

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import hashlib
 import io
+import itertools
 import zipfile
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -99,6 +100,10 @@ def self_lastmod():
     return datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 
 
+def when(value: str) -> datetime:
+    return datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
 def get(client: Client, path: str, **headers):
     response = client.get(path, headers=headers)
     body = b"".join(response.streaming_content) if response.streaming else response.content
@@ -120,7 +125,7 @@ def check_package(client: Client, entry: etree._Element, capability: str) -> dic
     """
     loc = entry.find("sm:loc", NS).text
     md = entry.find("rs:md", NS).attrib
-    status, package, response = get(client, loc.removeprefix("http://testserver"))
+    status, package, response = get(client, loc)
     assert status == 200 and response["Content-Type"] == "application/zip"
     assert int(md["length"]) == len(package)
     assert md["type"] == "application/zip"
@@ -133,7 +138,7 @@ def check_package(client: Client, entry: etree._Element, capability: str) -> dic
     assert etree.fromstring(manifest).find("rs:md", NS).get("capability") == capability
     contents = entry.find("rs:ln", NS).attrib
     assert contents["rel"] == "contents"
-    served = get(client, contents["href"].removeprefix("http://testserver"))[1]
+    served = get(client, contents["href"])[1]
     assert served == manifest, "the served manifest differs from the packaged one"
     reader = (
         ResourceDumpManifest() if capability == "resourcedump-manifest" else ChangeDumpManifest()
@@ -251,11 +256,7 @@ def test_change_dump_follows_the_change_list_windows(client, tmp_path: Path) -> 
     assert "until" not in entry.find("rs:md", NS).attrib  # the open window
     bitstreams = check_package(client, entry, "changedump-manifest")
     manifest = ChangeDumpManifest()
-    manifest.parse(
-        str_data=get(client, entry.find("rs:ln", NS).get("href").removeprefix("http://testserver"))[
-            1
-        ].decode()
-    )
+    manifest.parse(str_data=get(client, entry.find("rs:ln", NS).get("href"))[1].decode())
     changes = [(item.uri.removeprefix(PREFIX), item.change) for item in manifest]
     assert changes == [
         ("r0.txt", "created"),
@@ -418,3 +419,45 @@ def test_the_set_page_shows_packages_and_what_could_not_be_packaged(admin_client
     assert "Not packaged now: 2" in html
     assert f"{PREFIX}r2.txt: its file is missing" in html
     assert "Last dump run: " in html and "2 not packaged" in html
+
+
+def test_many_packages_make_a_resource_dump_index(client, settings, tmp_path: Path) -> None:
+    files = FileSet(tmp_path / "files", entries_per_document=2)
+    files.post([files.write(f"r{n}.txt", content(n)) for n in range(5)])  # 3 packages, 2 a dump
+
+    body = get(client, f"{BASE}/resourcedump.xml")[1]
+    root = assert_valid(body)
+    assert root.tag == f"{{{NS['sm']}}}sitemapindex"
+    assert root.find("rs:md", NS).get("capability") == "resourcedump"
+    parts = [loc.text for loc in root.iterfind("sm:sitemap/sm:loc", NS)]
+    assert parts == [f"{settings.PUBLIC_BASE_URL}{BASE}/resourcedump-{n}.xml" for n in (1, 2)]
+    found = {}
+    for part in parts:
+        document = get(client, part)[1]
+        assert_valid(document)
+        assert etree.fromstring(document).find("rs:ln[@rel='index']", NS).get("href") == (
+            f"{settings.PUBLIC_BASE_URL}{BASE}/resourcedump.xml"
+        )
+        for entry in entries(document):
+            found.update(check_package(client, entry, "resourcedump-manifest"))
+    assert len(found) == 5
+
+
+def test_a_window_too_large_for_one_package_gets_several(client, settings, tmp_path: Path):
+    settings.RESOURCESYNC_DUMP_PACKAGE_BYTES = 4000
+    files = FileSet(tmp_path / "files")
+    for n in range(6):  # one instant per post: packages close between instants
+        files.post([files.write(f"r{n}.txt", b"%d" % n * 900)])
+
+    body = get(client, f"{BASE}/changedump.xml")[1]
+    assert_valid(body)
+    windows = [entry.find("rs:md", NS).attrib for entry in entries(body)]
+    assert len(windows) >= 3
+    assert all("until" in md for md in windows[:-1]) and "until" not in windows[-1]
+    for earlier, later in itertools.pairwise(windows):
+        assert when(earlier["until"]) < when(later["from"])
+    packaged = {}
+    for entry in entries(body):
+        packaged.update(check_package(client, entry, "changedump-manifest"))
+    assert sorted(packaged.values()) == sorted(b"%d" % n * 900 for n in range(6))
+    assert sum(1 for p in ChangePackage.objects.all() if p.final) == len(windows) - 1
