@@ -461,3 +461,29 @@ def test_a_window_too_large_for_one_package_gets_several(client, settings, tmp_p
         packaged.update(check_package(client, entry, "changedump-manifest"))
     assert sorted(packaged.values()) == sorted(b"%d" % n * 900 for n in range(6))
     assert sum(1 for p in ChangePackage.objects.all() if p.final) == len(windows) - 1
+
+
+def test_superseded_packages_are_cleaned_up_after_the_grace_period(tmp_path: Path) -> None:
+    from django.utils import timezone
+
+    from sitemaps.cleanup import remove_unreferenced
+    from sitemaps.storage import document_storage
+
+    files = FileSet(tmp_path / "files")
+    files.post([files.write("a.txt", b"a")])
+    old = ResourcePackage.objects.get()
+    files.post([files.write("a.txt", b"a2", change="updated")])
+    new = ResourcePackage.objects.get()
+    assert new.storage_name != old.storage_name
+    storage = document_storage()
+    (Path(storage.location) / "acme/files/.package-killed.partial").write_bytes(b"PK")
+
+    removed = remove_unreferenced(now=timezone.now() + timedelta(hours=1))
+
+    assert {old.storage_name, old.manifest_name, "acme/files/.package-killed.partial"} <= set(
+        removed
+    )
+    current = [new.storage_name, new.manifest_name, new.manifest_name + ".gz"]
+    assert all(storage.exists(name) for name in current)
+    for package in ChangePackage.objects.all():
+        assert storage.exists(package.storage_name) and storage.exists(package.manifest_name)
