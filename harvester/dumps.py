@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import threading
 import zipfile
 import zlib
 from collections.abc import Iterator, Sequence
@@ -24,9 +25,11 @@ from pathlib import Path
 import httpx
 
 from harvester.client import FetchError
+from harvester.concurrency import map_bounded
 from harvester.mapping import RESERVED_PREFIX, UnsafePathError, member_name
 from harvester.report import Action, Outcome
 from harvester.session import HarvestSession
+from harvester.state import ResourceRecord
 from harvester.storage import (
     CHUNK_SIZE,
     Expected,
@@ -107,28 +110,59 @@ def read_manifest(session: HarvestSession, package: Package, capability: str) ->
 
 
 def extract_members(session: HarvestSession, package: Package, entries: Sequence[Entry]) -> None:
-    """Write each entry's bitstream from the package to its mapped place, verified."""
+    """Write each entry's bitstream from the package to its mapped place, verified.
+
+    Members are written by `concurrency` threads, each reading the package
+    through its own handle: the cost per file is the file system's, as for
+    downloads.
+    """
     try:
-        archive = zipfile.ZipFile(package.path)
+        zipfile.ZipFile(package.path).close()
     except (zipfile.BadZipFile, OSError) as error:
         for entry in entries:
             session.record(Outcome(entry.loc, Action.FAILED, reason=f"unusable package: {error}"))
         return
-    with archive:
-        for entry in entries:
-            if not session.client.is_allowed(entry.loc):
-                reason = "the URI is not on an allowed host"
-                session.record(Outcome(entry.loc, Action.FAILED, reason=reason))
-                continue
-            try:
-                name = member_name(entry.path or "")
-            except UnsafePathError as error:
-                session.record(Outcome(entry.loc, Action.FAILED, reason=f"member path: {error}"))
-                continue
-            outcome, copy = store_entry(
-                session, entry, partial(_extract, session, archive, name, entry)
-            )
+    with ThreadArchives(package.path) as archives:
+        work = partial(_extract_one, session, archives)
+        for _, (outcome, copy) in map_bounded(session.config.concurrency, entries, work):
             session.record(outcome, copy=copy)
+
+
+class ThreadArchives:
+    """One open ZipFile per thread (a ZipFile must not be read by two threads at once)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.local = threading.local()
+        self.opened: list[zipfile.ZipFile] = []
+        self.lock = threading.Lock()
+
+    def __enter__(self) -> ThreadArchives:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        for archive in self.opened:
+            archive.close()
+
+    def get(self) -> zipfile.ZipFile:
+        archive = getattr(self.local, "archive", None)
+        if archive is None:
+            archive = self.local.archive = zipfile.ZipFile(self.path)
+            with self.lock:
+                self.opened.append(archive)
+        return archive
+
+
+def _extract_one(
+    session: HarvestSession, archives: ThreadArchives, entry: Entry
+) -> tuple[Outcome, ResourceRecord | None]:
+    if not session.client.is_allowed(entry.loc):
+        return Outcome(entry.loc, Action.FAILED, reason="the URI is not on an allowed host"), None
+    try:
+        name = member_name(entry.path or "")
+    except UnsafePathError as error:
+        return Outcome(entry.loc, Action.FAILED, reason=f"member path: {error}"), None
+    return store_entry(session, entry, partial(_extract, session, archives.get(), name, entry))
 
 
 def _extract(
