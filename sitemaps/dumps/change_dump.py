@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import datetime, timedelta
+from typing import cast
 
 from sitemaps.builders import DocumentTooLarge, build_change_dump_manifest, change_entry
 from sitemaps.constants import Change
@@ -78,7 +79,7 @@ class ChangeDumpWriter:
             planned = self.plan(cursor, window.until)
             if not planned.items:
                 break  # no changes (left) in the window: no package for them
-            until = window.until if not planned.has_more else planned.items[-1].record.datetime
+            until = window.until if not planned.has_more else _when(planned.items[-1])
             package = redo.pop(0) if redo else self.new_package(cursor)
             self.write(package, planned, since=cursor, until=until, reuse=reuse)
             if not planned.has_more or until is None:
@@ -92,8 +93,8 @@ class ChangeDumpWriter:
         planned = plan_package(self.items(since, until), self.job.limits, _render)
         if not planned.has_more or planned.following is None:
             return planned
-        instant = planned.following.record.datetime
-        whole = [item for item in planned.items if item.record.datetime < instant]
+        instant = _when(planned.following)
+        whole = [item for item in planned.items if _when(item) < instant]
         if not whole:
             raise DocumentTooLarge(
                 f"more changes at {instant} than one Change Dump package may hold"
@@ -125,7 +126,7 @@ class ChangeDumpWriter:
 
         def manifest(items: list[Item]) -> bytes:
             page = build_change_dump_manifest(
-                [(item.record, item.path) for item in items],  # type: ignore[misc]
+                [(cast(ChangeRecord, item.record), item.path) for item in items],
                 since=since,
                 until=until,
                 capability_list_url=self.job.capability_list_url,
@@ -161,6 +162,10 @@ def _final_prefix(packages: list[ChangePackage]) -> list[ChangePackage]:
             break
         kept.append(package)
     return kept
+
+
+def _when(item: Item) -> datetime:
+    return cast(ChangeRecord, item.record).datetime
 
 
 def _render(item: Item) -> bytes:

@@ -7,7 +7,7 @@ changes (they hold one entry per package, so they stay small).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable
 from datetime import datetime
 
 from django.utils import timezone
@@ -58,7 +58,7 @@ def change_dump_entry(package: ChangePackage) -> ChangeDumpPackage:
     )
 
 
-def write_resource_dump(job: DumpJob, packages: Sequence[ResourcePackage]) -> None:
+def write_resource_dump(job: DumpJob, packages: Iterable[ResourcePackage]) -> None:
     entries = [resource_dump_entry(package) for package in packages if package.storage_name]
     completed = timezone.now()
 
@@ -80,7 +80,8 @@ def write_resource_dump(job: DumpJob, packages: Sequence[ResourcePackage]) -> No
     _write(job, RESOURCE_DUMP, entries, dump, index)
 
 
-def write_change_dump(job: DumpJob, packages: Sequence[ChangePackage]) -> None:
+def write_change_dump(job: DumpJob, packages: Iterable[ChangePackage]) -> None:
+    packages = list(packages)
     entries = [change_dump_entry(package) for package in packages]
     since = min([package.since for package in packages], default=job.now)
 

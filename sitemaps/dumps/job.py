@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
-from typing import TYPE_CHECKING, BinaryIO
+from typing import IO, TYPE_CHECKING, BinaryIO
 
 from django.conf import settings
 from django.db.models import QuerySet
@@ -201,6 +201,6 @@ def vars_of(skipped: Skipped) -> dict[str, str]:
     return {"uri": skipped.uri, "reason": skipped.reason}
 
 
-def _openers(names: list[str]) -> list[Callable[[], BinaryIO]]:
+def _openers(names: list[str]) -> list[Callable[[], IO[bytes]]]:
     """Openers of the stored packages to reuse bitstreams from."""
     return [partial(open_stored, name) for name in names if name]

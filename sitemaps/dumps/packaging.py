@@ -27,7 +27,7 @@ import zipfile
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
-from typing import BinaryIO
+from typing import IO, BinaryIO
 
 from sitemaps.reader import ResourceSyncParseError, parse_document
 from sources.generators.base import ChangeRecord, ResourceRecord, ResourceUnreadable
@@ -170,7 +170,7 @@ def _mismatch(record: Record, hashers: dict[str, hashlib._Hash]) -> str | None:
 class PreviousPackage:
     """The package being replaced: bitstreams it holds, as its manifest lists them."""
 
-    def __init__(self, handle: BinaryIO) -> None:
+    def __init__(self, handle: IO[bytes]) -> None:
         self.archive = zipfile.ZipFile(handle)
         with self.archive.open(MANIFEST_NAME) as manifest:
             document = parse_document(manifest)
@@ -204,7 +204,7 @@ class Reuse:
 
 
 @contextmanager
-def reusable(openers: Iterable[Callable[[], BinaryIO]]) -> Iterator[Reuse]:
+def reusable(openers: Iterable[Callable[[], IO[bytes]]]) -> Iterator[Reuse]:
     """The packages these open, skipping any that is missing or unusable."""
     with ExitStack() as stack:
         packages = []

@@ -11,6 +11,7 @@ takes the rest; one that empties gives its range to the next.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import cast
 
 from django.db import transaction
 
@@ -18,6 +19,7 @@ from sitemaps import planning
 from sitemaps.builders import DocumentTooLarge, build_resource_dump_manifest, resource_entry
 from sitemaps.models import ResourcePackage
 from sitemaps.planning import KeyRange, Step
+from sources.generators.base import ResourceRecord
 from sources.resource_files import relative_path
 
 from .job import DumpJob
@@ -81,7 +83,7 @@ class ResourceDumpWriter:
         tail = packages[-1]
         plan = planning.plan_rebuild(
             [key_range(package) for package in packages],
-            keys.distinct().iterator(chunk_size=10_000),
+            (key for key in keys.distinct().iterator(chunk_size=10_000) if key is not None),
             full_tail_last_key=tail.last_key if tail.full and tail.storage_name else None,
         )
         if plan.close_tail_at is not None:
@@ -127,7 +129,7 @@ class ResourceDumpWriter:
 
     def manifest(self, items: list[Item]) -> bytes:
         page = build_resource_dump_manifest(
-            [(item.record, item.path) for item in items],
+            [(cast(ResourceRecord, item.record), item.path) for item in items],
             at=self.job.at,
             capability_list_url=self.job.capability_list_url,
             max_entries=self.job.limits.entries,

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import IO, BinaryIO, cast
 
 from django.core.files import File
 from django.core.files.storage import FileSystemStorage
@@ -97,6 +97,6 @@ def _place_local(storage: FileSystemStorage, handle: BinaryIO, path: Path, size:
         os.close(descriptor)
 
 
-def open_stored(name: str) -> BinaryIO:
+def open_stored(name: str) -> IO[bytes]:
     """A stored package for reading."""
-    return document_storage().open(name, "rb")
+    return cast(IO[bytes], document_storage().open(name, "rb"))

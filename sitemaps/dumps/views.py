@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, BinaryIO
+from typing import IO, Any
 
 from django.http import (
     FileResponse,
@@ -31,10 +31,10 @@ from sitemaps.models import (
     ResourcePackage,
     StoredDocument,
 )
-from sitemaps.storage import document_storage
 from sitemaps.views import StoredDocumentView, _send
 
 from .ranges import ByteRange, Unsatisfiable, if_range_holds, requested_range
+from .storage import open_stored
 
 ZIP_TYPE = "application/zip"
 CHUNK_SIZE = 256 * 1024
@@ -97,7 +97,9 @@ def send_package(request: HttpRequest, package: DumpPackage) -> HttpResponseBase
         raise Http404("This package has not been built yet.")
     etag = f'"{package.etag}"'
     last_modified = int(package.generated_at.timestamp()) if package.generated_at else None
-    response = get_conditional_response(request, etag=etag, last_modified=last_modified)
+    response: HttpResponseBase | None = get_conditional_response(
+        request, etag=etag, last_modified=last_modified
+    )
     if response is None:
         wanted = None
         header = request.headers.get("Range")
@@ -121,7 +123,7 @@ def _package_response(
     request: HttpRequest, package: DumpPackage, wanted: ByteRange | None
 ) -> HttpResponseBase:
     try:
-        handle = document_storage().open(package.storage_name, "rb")
+        handle = open_stored(package.storage_name)
     except FileNotFoundError:
         raise Http404("This package is being rebuilt; try again.") from None
     length = wanted.length if wanted is not None else package.size
@@ -141,7 +143,7 @@ def _package_response(
     return response
 
 
-def _read(handle: BinaryIO, length: int) -> Iterator[bytes]:
+def _read(handle: IO[bytes], length: int) -> Iterator[bytes]:
     """`length` bytes from the handle's position, in chunks; closes it."""
     with handle:
         while length > 0:
