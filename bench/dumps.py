@@ -245,7 +245,7 @@ def check_packages(resource_set, files: list[SourceFile], sample: int) -> dict[s
     """Every resource once in the manifests; a seeded sample of bitstreams equals its file."""
     from sitemaps.dumps.storage import open_stored
     from sitemaps.models import ResourcePackage
-    from sitemaps.reader import parse_document
+    from sitemaps.protocol.reader import parse_document
 
     by_path = {f"/resources/{f.path}": f for f in files}
     chosen = {
@@ -291,7 +291,7 @@ def run_harvester(
 def harvest_three_ways(
     resource_set, site: Path, base_url: str, work: Path, files: list[SourceFile]
 ):
-    from sitemaps.documents import capability_list
+    from sitemaps.descriptions import capability_list
 
     folder = site / "resourcesync" / resource_set.provider.slug / resource_set.slug
     (folder / "capabilitylist.xml").write_bytes(capability_list(resource_set))

@@ -36,6 +36,7 @@ adds its Change Lists to every regeneration.
 from __future__ import annotations
 
 import argparse
+import collections
 import gzip
 import hashlib
 import io
@@ -165,15 +166,11 @@ def load(resource_set, size: int) -> None:
 
     from sources.bulk import BulkWriter
     from sources.models import Change, Resource
-    from sources.services import RESOURCE_UPDATE_FIELDS
+    from sources.services import ChangeRow, ResourceRow
 
-    resources = BulkWriter(Resource, ["id", "resource_set", "uri", *RESOURCE_UPDATE_FIELDS])
-    changes = BulkWriter(
-        Change,
-        ["resource_set", "resource_key", "change", "location_type", "location_value", "uri",
-         "length", "md5", "sha256", "mime", "lastmod", "ln", "datetime", "timestamp",
-         "event_id", "indexed"],
-    )  # fmt: skip
+    numbered = collections.namedtuple("NumberedResourceRow", ["id", *ResourceRow._fields])
+    resources = BulkWriter(Resource, numbered)
+    changes = BulkWriter(Change, ChangeRow)
     received = timezone.now()
     set_id = resource_set.pk
     for start in range(0, size, COMMIT_EVERY):
@@ -182,34 +179,42 @@ def load(resource_set, size: int) -> None:
                 resource_rows, change_rows = [], []
                 for n in range(chunk, min(chunk + LOAD_CHUNK, size)):
                     event = make_event(n)
-                    values = [
-                        event.location_type, event.location_value, event.length, event.md5,
-                        event.sha256, event.mime, event.lastmod,
-                        [link.as_json() for link in event.links],
-                    ]  # fmt: skip
-                    resource_rows.append([n + 1, set_id, event.uri, *values, received])
+                    values = {
+                        "location_type": event.location_type,
+                        "location_value": event.location_value,
+                        "uri": event.uri,
+                        "length": event.length,
+                        "md5": event.md5,
+                        "sha256": event.sha256,
+                        "mime": event.mime,
+                        "lastmod": event.lastmod,
+                        "ln": [link.as_json() for link in event.links],
+                    }
+                    resource_rows.append(
+                        numbered(id=n + 1, resource_set=set_id, timestamp=received, **values)
+                    )
                     change_rows.append(
-                        [set_id, n + 1, "created", *values[:2], event.uri, *values[2:],
-                         received + timedelta(microseconds=n), received, "", False]
+                        ChangeRow(
+                            resource_set=set_id, resource_key=n + 1, change="created",
+                            datetime=received + timedelta(microseconds=n), timestamp=received,
+                            event_id="", indexed=False, **values,
+                        )
                     )  # fmt: skip
                 resources.insert(resource_rows)
                 changes.insert(change_rows)
 
 
 def ingest(resource_set, event) -> None:
-    """One event through the real service, with the after-commit hooks detached.
+    """One event through the real service, with the `events_ingested` receivers muted.
 
-    The hooks would index and regenerate at once (eager Celery); the bench
+    They would index and regenerate at once (eager Celery); the bench
     runs those steps itself so it can time them and read the report.
     """
     from sources import services
+    from sources.signals import events_ingested, receivers_muted
 
-    hooks = services.after_ingest_hooks[:]
-    services.after_ingest_hooks.clear()
-    try:
+    with receivers_muted(events_ingested):
         result = services.ingest_events(resource_set=resource_set, events=[event])
-    finally:
-        services.after_ingest_hooks[:] = hooks
     check(getattr(result, event.change) == 1, f"the event was not applied: {result.counts()}")
 
 

@@ -86,6 +86,7 @@ def benchmarks() -> list[Benchmark]:
             "dumps", "dumps.py", ["--small", "100000", "--large", "1000"],
             ["--small", "2000", "--large", "20"],
         ),
+        Benchmark("scan", "scan.py", ["--size", "100000"], ["--size", "2000"]),
     ]  # fmt: skip
 
 

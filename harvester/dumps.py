@@ -29,7 +29,7 @@ from harvester.concurrency import map_bounded
 from harvester.mapping import RESERVED_PREFIX, UnsafePathError, member_name
 from harvester.report import Action, Outcome
 from harvester.session import HarvestSession
-from harvester.state import ResourceRecord
+from harvester.state import LocalCopy
 from harvester.storage import (
     CHUNK_SIZE,
     Expected,
@@ -41,7 +41,7 @@ from harvester.storage import (
     write_verified,
 )
 from harvester.transfer import store_entry
-from sitemaps.reader import Document, Entry, ResourceSyncParseError, parse_document
+from sitemaps.protocol.reader import Document, ParsedEntry, ResourceSyncParseError, parse_document
 
 MANIFEST_NAME = "manifest.xml"
 WORK_PREFIX = f"{RESERVED_PREFIX}-work-"
@@ -70,7 +70,7 @@ def work_directory(session: HarvestSession) -> Iterator[Path]:
 
 
 def download_packages(
-    session: HarvestSession, entries: Sequence[Entry], work: Path
+    session: HarvestSession, entries: Sequence[ParsedEntry], work: Path
 ) -> list[Package]:
     """Fetch packages concurrently; failures are recorded and the rest returned in order."""
     session.progress.start("packages", len(entries))
@@ -109,7 +109,9 @@ def read_manifest(session: HarvestSession, package: Package, capability: str) ->
     return manifest
 
 
-def extract_members(session: HarvestSession, package: Package, entries: Sequence[Entry]) -> None:
+def extract_members(
+    session: HarvestSession, package: Package, entries: Sequence[ParsedEntry]
+) -> None:
     """Write each entry's bitstream from the package to its mapped place, verified.
 
     Members are written by `concurrency` threads, each reading the package
@@ -154,8 +156,8 @@ class ThreadArchives:
 
 
 def _extract_one(
-    session: HarvestSession, archives: ThreadArchives, entry: Entry
-) -> tuple[Outcome, ResourceRecord | None]:
+    session: HarvestSession, archives: ThreadArchives, entry: ParsedEntry
+) -> tuple[Outcome, LocalCopy | None]:
     if not session.client.is_allowed(entry.loc):
         return Outcome(entry.loc, Action.FAILED, reason="the URI is not on an allowed host"), None
     try:
@@ -169,7 +171,7 @@ def _extract(
     session: HarvestSession,
     archive: zipfile.ZipFile,
     name: str,
-    entry: Entry,
+    entry: ParsedEntry,
     target: Path,
     expected: Expected,
 ) -> StoredFile:
@@ -197,7 +199,9 @@ def _extract(
         raise VerificationError(f"cannot read member {name!r}: {error}") from error
 
 
-def _download_package(session: HarvestSession, entry: Entry, target: Path) -> StoredFile | str:
+def _download_package(
+    session: HarvestSession, entry: ParsedEntry, target: Path
+) -> StoredFile | str:
     download = ResumableDownload(session, entry, target)
     try:
         return session.client.fetch(entry.loc, download.consume, headers=download.headers)
@@ -224,7 +228,7 @@ class ResumableDownload:
     the dump entry's length and hashes before it takes the target's name.
     """
 
-    def __init__(self, session: HarvestSession, entry: Entry, target: Path) -> None:
+    def __init__(self, session: HarvestSession, entry: ParsedEntry, target: Path) -> None:
         self.session = session
         self.expected = Expected.from_entry(entry, session.config.hash_algorithms)
         self.limit = session.config.max_resource_bytes

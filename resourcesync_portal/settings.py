@@ -9,9 +9,12 @@ import json
 import os
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
+
+from sitemaps.protocol.constants import MAX_DOCUMENT_BYTES
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -66,6 +69,8 @@ MIDDLEWARE = [
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
+    # Logs once per host when requests come in on a host PUBLIC_BASE_URL does not name.
+    "resourcesync_portal.hosts.PublicHostMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
@@ -144,7 +149,7 @@ MEDIA_ROOT = Path(os.environ.get("MEDIA_ROOT", DATA_DIR / "media"))
 # ResourceSync documents are written through Django's storage API, so an
 # S3-compatible backend can replace local files on multi-node deployments.
 LOCAL_STORAGE = "django.core.files.storage.FileSystemStorage"
-STORAGES = {
+STORAGES: dict[str, dict[str, Any]] = {
     "default": {"BACKEND": LOCAL_STORAGE},
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"}
     if not DEBUG
@@ -162,6 +167,8 @@ STORAGES = {
     },
 }
 
+# Load balancers probe /healthz over plain HTTP, also when HTTPS is enforced.
+SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
 # Production hardening; `manage.py check --deploy` passes with SECRET_KEY set.
 if not DEBUG:
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
@@ -196,7 +203,7 @@ RESOURCESYNC_GENERATORS = {
 # --- ResourceSync documents --------------------------------------------------
 # https://www.sitemaps.org/protocol.html#index: 50,000 URLs and 50 MB per file.
 RESOURCESYNC_MAX_DOCUMENT_BYTES = int(
-    os.environ.get("RESOURCESYNC_MAX_DOCUMENT_BYTES", 50 * 1024 * 1024)
+    os.environ.get("RESOURCESYNC_MAX_DOCUMENT_BYTES", MAX_DOCUMENT_BYTES)
 )
 # A superseded document version stays readable this long (a reader may have
 # found its name just before the swap); then cleanup deletes it, with any file a
@@ -230,8 +237,17 @@ RESOURCESYNC_DUMP_COMPRESSION = os.environ.get("RESOURCESYNC_DUMP_COMPRESSION", 
 # /files/<provider>/<set>/<path> (the demo uses it); off when a web server does.
 SERVE_RESOURCE_FILES = env_bool("SERVE_RESOURCE_FILES", True)
 
+# Sets whose resource_root_dir beat rescans (`manage.py scan`), as provider/set, comma-separated.
+RESOURCESYNC_SCAN_SETS = [
+    path.strip() for path in os.environ.get("RESOURCESYNC_SCAN_SETS", "").split(",") if path.strip()
+]
+
 # --- Ingestion API -----------------------------------------------------------
-INGEST_MAX_BODY_BYTES = int(os.environ.get("INGEST_MAX_BODY_BYTES", 512 * 1024 * 1024))
+# A request is one transaction: the limit keeps one inside gunicorn's timeout
+# (README, Production) and bounds the memory its validated events take.
+INGEST_MAX_BODY_BYTES = int(os.environ.get("INGEST_MAX_BODY_BYTES", 16 * 1024 * 1024))
+# How far ahead of this server's clock an event's `datetime` may be.
+INGEST_CLOCK_SKEW_SECONDS = int(os.environ.get("INGEST_CLOCK_SKEW_SECONDS", 300))
 INGEST_BATCH_SIZE = int(os.environ.get("INGEST_BATCH_SIZE", 2000))
 
 REST_FRAMEWORK = {
@@ -271,6 +287,10 @@ CELERY_BEAT_SCHEDULE = {
     "cleanup-documents": {
         "task": "sitemaps.tasks.cleanup_documents",
         "schedule": timedelta(minutes=5),
+    },
+    "scan-folders": {
+        "task": "sources.tasks.scan_folders",
+        "schedule": timedelta(seconds=int(os.environ.get("RESOURCESYNC_SCAN_SECONDS", 300))),
     },
 }
 

@@ -2,7 +2,14 @@ from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
+from sitemaps.robots import robots_txt
+
+from . import views
+
 urlpatterns = [
+    path("", views.landing, name="landing"),
+    path("healthz", views.healthz, name="healthz"),
+    path("robots.txt", robots_txt, name="robots-txt"),
     path("admin/", admin.site.urls),
     path("api/v1/", include("sources.api.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),

@@ -37,6 +37,9 @@ from .models import (
 )
 from .storage import GZIP_SUFFIX, PARTIAL_SUFFIX, document_storage
 
+#: Expired versions deleted per pass, so one pass stays short.
+RETIRED_PER_SWEEP = 1000
+
 DOCUMENT_MODELS = (ResourceListPage, ChangeListPage, IndexDocument, DumpDocument)
 #: Rows and the fields that name their stored versions (a dump package: its ZIP and manifest).
 STORED_NAMES = (
@@ -94,7 +97,7 @@ def expire_retired(*, now: datetime | None = None) -> list[str]:
     """
     cutoff = (now or timezone.now()) - grace_period()
     expired = RetiredDocument.objects.filter(retired_at__lte=cutoff)
-    versions = list(expired.values_list("name", flat=True)[:1000])
+    versions = list(expired.values_list("name", flat=True)[:RETIRED_PER_SWEEP])
     if not versions:
         return []
     storage = document_storage()

@@ -67,3 +67,7 @@ def package_url(resource_set: ResourceSet, kind: str, number: int) -> str:
 def manifest_url(resource_set: ResourceSet, kind: str, number: int) -> str:
     """The served copy of a package's `manifest.xml`."""
     return _set_url(f"{kind}-manifest", resource_set, number=number)
+
+
+def change_list_archive_url(resource_set: ResourceSet) -> str:
+    return _set_url("change-list-archive", resource_set)

@@ -11,6 +11,8 @@ from django.db import models
 
 from sources.models import ResourceSet
 
+from .protocol.constants import Capability
+
 
 class StoredDocument(models.Model):
     """A generated document in the `resourcesync` storage, served as is."""
@@ -26,7 +28,7 @@ class StoredDocument(models.Model):
     class Meta:
         abstract = True
 
-    #: The capability it belongs to: "resourcelist" or "changelist".
+    #: The capability it belongs to: Capability.RESOURCE_LIST or CHANGE_LIST.
     kind: str
 
     @property
@@ -59,7 +61,7 @@ class ResourceListPage(StoredDocument):
             models.UniqueConstraint(fields=["resource_set", "after_key"], name="unique_rl_range"),
         ]
 
-    kind = "resourcelist"
+    kind = Capability.RESOURCE_LIST
 
     def __str__(self) -> str:
         return f"{self.resource_set} resourcelist-{self.number}"
@@ -81,18 +83,19 @@ class ChangeListPage(StoredDocument):
             models.UniqueConstraint(fields=["resource_set", "number"], name="unique_cl_page"),
         ]
 
-    kind = "changelist"
+    kind = Capability.CHANGE_LIST
 
     def __str__(self) -> str:
         return f"{self.resource_set} changelist-{self.number}"
 
 
 class IndexDocument(StoredDocument):
-    """`resourcelist.xml` and `changelist.xml` of a set (a list or an index)."""
+    """`resourcelist.xml` and `changelist.xml` of a set (a list or an index), and its archive."""
 
     class Kind(models.TextChoices):
-        RESOURCE_LIST = "resourcelist"
-        CHANGE_LIST = "changelist"
+        RESOURCE_LIST = Capability.RESOURCE_LIST.value
+        CHANGE_LIST = Capability.CHANGE_LIST.value
+        CHANGE_LIST_ARCHIVE = Capability.CHANGE_LIST_ARCHIVE.value
 
     resource_set = models.ForeignKey(
         ResourceSet, on_delete=models.CASCADE, related_name="index_documents"

@@ -38,6 +38,7 @@ from .models import (
     ResourcePackage,
     StoredDocument,
 )
+from .protocol.constants import Capability
 from .storage import GZIP_SUFFIX, document_storage
 
 URL_PREFIX = "resourcesync"
@@ -60,14 +61,15 @@ def published_root() -> Path | None:
 
 
 def capability_published(resource_set: ResourceSet, kind: str) -> bool:
-    """Whether the set publishes this capability ("resourcelist", "changedump", ...)."""
+    """Whether the set publishes this capability (a list, a Change List archive, a dump)."""
     capabilities = resource_set.capabilities
     return {
-        "resourcelist": capabilities.publish_resource_list,
-        "changelist": capabilities.publish_change_list,
-        "resourcedump": capabilities.publish_resource_dump,
-        "changedump": capabilities.publish_change_dump,
-    }[kind]
+        Capability.RESOURCE_LIST: capabilities.publish_resource_list,
+        Capability.CHANGE_LIST: capabilities.publish_change_list,
+        Capability.CHANGE_LIST_ARCHIVE: capabilities.publish_change_list,
+        Capability.RESOURCE_DUMP: capabilities.publish_resource_dump,
+        Capability.CHANGE_DUMP: capabilities.publish_change_dump,
+    }[Capability(kind)]
 
 
 def is_public(resource_set: ResourceSet, kind: str) -> bool:

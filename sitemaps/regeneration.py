@@ -27,21 +27,12 @@ from django.db import connections, transaction
 from django.db.models import Max, Min
 from django.utils import timezone
 
+from sitemaps.protocol.records import ResourceRecord
 from sources.generators import BaseGenerator, get_generator
-from sources.generators.base import ResourceRecord
 from sources.models import Change, ResourceSet
 from sources.services import resource_set_lock
 
-from . import forking, lease, links, planning, publishing
-from .builders import (
-    ChangeListPart,
-    DocumentPage,
-    ResourceListPart,
-    build_change_list,
-    build_change_list_index,
-    build_resource_list,
-    build_resource_list_index,
-)
+from . import change_list_archive, forking, lease, links, planning, publishing
 from .dumps.build import build_dumps
 from .dumps.job import DumpReport
 from .models import (
@@ -52,6 +43,15 @@ from .models import (
     StoredDocument,
 )
 from .planning import KeyRange, Step
+from .protocol.builders import (
+    ChangeListPart,
+    DocumentPage,
+    ResourceListPart,
+    build_change_list,
+    build_change_list_index,
+    build_resource_list,
+    build_resource_list_index,
+)
 from .storage import delete_document, save_document
 
 logger = logging.getLogger(__name__)
@@ -294,7 +294,7 @@ class RegenerationRun:
         keys = self.new_changes().exclude(resource_key=None).values_list("resource_key", flat=True)
         plan = planning.plan_rebuild(
             [key_range(page) for page in pages],
-            keys.distinct().iterator(chunk_size=10_000),
+            keys.distinct().iterator(chunk_size=planning.KEYS_PER_FETCH),
             full_tail_last_key=self.full_tail_last_key(pages[-1]),
         )
         if plan.close_tail_at is not None:
@@ -510,14 +510,22 @@ class RegenerationRun:
                 continue
             self.write_change_page(page, pages)
         if changed or self.report.change_pages_written:
-            self.write_change_index(pages)
+            kept, archives_url = change_list_archive.retain(self, pages)
+            self.write_change_index(kept, archives_url=archives_url)
 
     def first_change_list(self) -> ChangeListPage:
-        earliest = Change.objects.filter(resource_set=self.resource_set).aggregate(
-            first=Min("datetime")
-        )["first"]
-        since = min(filter(None, [earliest, self.resource_set.created_at]))
-        return ChangeListPage.objects.create(resource_set=self.resource_set, number=1, since=since)
+        """Open the first list under the set's lock and record its start, which
+        ingestion then enforces: no accepted change can fall before it."""
+        with transaction.atomic():
+            resource_set_lock(resource_set=self.resource_set)
+            earliest = Change.objects.filter(resource_set=self.resource_set).aggregate(
+                first=Min("datetime")
+            )["first"]
+            since = min(filter(None, [earliest, self.resource_set.created_at]))
+            ResourceSet.objects.filter(pk=self.resource_set.pk).update(accepts_changes_since=since)
+            return ChangeListPage.objects.create(
+                resource_set=self.resource_set, number=1, since=since
+            )
 
     def close(self, page: ChangeListPage, until: datetime) -> ChangeListPage:
         """Close `page` at `until` under the set's lock and open the next list."""
@@ -544,7 +552,8 @@ class RegenerationRun:
             since=page.since,
             until=page.until,
             capability_list_url=self.capability_list_url,
-            index_url=links.change_list_url(self.resource_set),
+            # Only a list under an index links to it (closing a list opens the next).
+            index_url=links.change_list_url(self.resource_set) if len(pages) > 1 else None,
             max_entries=self.capabilities.entries_per_document,
             max_bytes=self.max_bytes,
         )
@@ -570,7 +579,19 @@ class RegenerationRun:
         self.point_at(page, name, etag)
         self.report.change_pages_written.append(page.number)
 
-    def write_change_index(self, pages: list[ChangeListPage]) -> None:
+    def write_change_index(
+        self, pages: list[ChangeListPage], archives_url: str | None = None
+    ) -> None:
+        """`changelist.xml`: the only Change List itself, or an index once there are several
+        (or once older lists moved to an archive, which only an index can link to).
+
+        The same rule as `resourcelist.xml`, so a client that reads no index
+        (resync 2.0.1) syncs a set with one list through either URL.
+        """
+        if len(pages) == 1 and archives_url is None:
+            content = self.read_page(pages[0])
+            self.store_index(IndexDocument.Kind.CHANGE_LIST, content, pages[0].entries)
+            return
         parts = [
             ChangeListPart(
                 loc=links.change_list_page_url(self.resource_set, page.number),
@@ -580,7 +601,10 @@ class RegenerationRun:
             for page in pages
         ]
         content = build_change_list_index(
-            parts, since=pages[0].since, capability_list_url=self.capability_list_url
+            parts,
+            since=pages[0].since,
+            capability_list_url=self.capability_list_url,
+            archives_url=archives_url,
         )
         self.store_index(IndexDocument.Kind.CHANGE_LIST, content, len(pages))
 
@@ -602,7 +626,7 @@ class RegenerationRun:
     def index_exists(self, kind: str) -> bool:
         return IndexDocument.objects.filter(resource_set=self.resource_set, kind=kind).exists()
 
-    def read_page(self, page: ResourceListPage) -> bytes:
+    def read_page(self, page: StoredDocument) -> bytes:
         from .storage import document_storage
 
         with document_storage().open(page.storage_name, "rb") as handle:

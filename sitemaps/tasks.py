@@ -14,6 +14,7 @@ from sources.generators import get_generator
 from sources.models import Change, ResourceSet
 
 from . import cleanup
+from .descriptions import missing_documents
 from .models import RegenerationState
 from .regeneration import change_watermark, pending_changes, regenerate
 
@@ -80,7 +81,8 @@ def schedule(resource_set: ResourceSet, *, delay: float) -> None:
 
 
 def after_ingest(resource_set_id: int) -> None:
-    """After-commit hook: regenerate once the set passes its threshold.
+    """After events were committed (sitemaps.receivers): regenerate once the set passes
+    its threshold.
 
     Past N pending changes it runs now; otherwise after T seconds, so a lone
     change still shows in the open change list quickly.
@@ -91,6 +93,25 @@ def after_ingest(resource_set_id: int) -> None:
         schedule(resource_set, delay=0)
     else:
         schedule(resource_set, delay=capabilities.regenerate_after_seconds)
+
+
+def write_missing_documents(resource_set_id: int, *, now: bool) -> None:
+    """After-commit hook: write what a set advertises but has not got yet.
+
+    A new set is empty, so its (empty) documents are written `now`, before
+    anyone can read its Capability List; a capability turned on for a full
+    set is queued. If writing now fails, the queued task retries it.
+    """
+    resource_set = ResourceSet.objects.select_related("provider").filter(pk=resource_set_id).first()
+    if resource_set is None or not missing_documents(resource_set):
+        return
+    if now:
+        try:
+            regenerate(resource_set)
+            return
+        except Exception:
+            logger.exception("Could not write the first documents of %s; queued", resource_set)
+    schedule(resource_set, delay=0)
 
 
 @shared_task

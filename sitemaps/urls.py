@@ -2,6 +2,7 @@ from django.urls import path
 
 from . import views
 from .dumps import views as dump_views
+from .open_change_list import open_change_list
 
 app_name = "sitemaps"
 
@@ -41,4 +42,6 @@ urlpatterns = [
             path(f"{SET}{kind}-manifest-<int:number>.xml", manifest, name=f"{kind}-manifest"),
         )
     ),
+    path(SET + "changelist-open.xml", open_change_list, name="change-list-open"),
+    path(SET + "changelist-archive.xml", views.change_list_archive, name="change-list-archive"),
 ]

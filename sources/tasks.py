@@ -34,7 +34,7 @@ def reconcile_indices() -> str:
 
 
 def queue_indexing(resource_set_id: int) -> None:
-    """After-commit hook: mirror new changes, never failing the request.
+    """After events were committed (sources.receivers): mirror them, never failing the request.
 
     Eagerly (no broker) a failure is only logged: nothing is lost, since
     `reconcile` indexes every change still marked unindexed.
@@ -48,3 +48,11 @@ def queue_indexing(resource_set_id: int) -> None:
             logger.exception("Indexing set %s failed; reconcile will retry", resource_set_id)
         return
     index_pending_changes.delay(resource_set_id)
+
+
+@shared_task
+def scan_folders() -> str:
+    """Beat: rescan the folder of every set RESOURCESYNC_SCAN_SETS names (see sources.scanning)."""
+    from .scanning import scan_listed_sets
+
+    return scan_listed_sets()

@@ -11,7 +11,7 @@ import mimetypes
 import os
 
 from django.conf import settings
-from django.http import FileResponse, Http404, HttpRequest, HttpResponse
+from django.http import FileResponse, Http404, HttpRequest, HttpResponseBase
 
 from sitemaps.access import SetReadView
 
@@ -22,7 +22,9 @@ from .models import LocationType
 class ResourceFileView(SetReadView):
     """One file under the set's `resource_root_dir`."""
 
-    def get(self, request: HttpRequest, provider: str, set_slug: str, path: str) -> HttpResponse:
+    def get(
+        self, request: HttpRequest, provider: str, set_slug: str, path: str
+    ) -> HttpResponseBase:
         if not settings.SERVE_RESOURCE_FILES:
             raise Http404("Resource files are served elsewhere.")
         resource_set = self.get_resource_set()

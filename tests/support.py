@@ -12,9 +12,10 @@ from lxml import etree
 from sources.events import Event, LinkData
 from sources.models import CapabilitySettings, DataProvider, ResourceSet
 from sources.services import IngestResult, ingest_events
+from validator.schema import XSD_DIR as SHIPPED_XSD_DIR
 
 ELASTICSEARCH_GENERATOR = "sources.generators.elasticsearch.ElasticsearchGenerator"
-XSD_DIR = Path(__file__).resolve().parent / "data" / "xsd"
+XSD_DIR = SHIPPED_XSD_DIR  # the schemas the validator ships
 LASTMOD = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 NS = {
     "sm": "http://www.sitemaps.org/schemas/sitemap/0.9",

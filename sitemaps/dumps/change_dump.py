@@ -17,9 +17,9 @@ from collections.abc import Iterator
 from datetime import datetime, timedelta
 from typing import cast
 
-from sitemaps.builders import DocumentTooLarge, build_change_dump_manifest, change_entry
-from sitemaps.constants import Change
 from sitemaps.models import ChangeListPage, ChangePackage
+from sitemaps.protocol.builders import DocumentTooLarge, build_change_dump_manifest, change_entry
+from sitemaps.protocol.constants import ChangeType
 from sources.generators.base import ChangeRecord
 from sources.resource_files import relative_path
 
@@ -144,7 +144,7 @@ class ChangeDumpWriter:
 
 def change_path(resource_set, record: ChangeRecord) -> str:
     """Where a change's bitstream lies in its package: one folder per change ("" if deleted)."""
-    if record.change == Change.DELETED:
+    if record.change == ChangeType.DELETED:
         return ""
     relative = relative_path(resource_set, record.uri) or "resource"
     return f"{CHANGES_FOLDER}{record.key}/{relative}"

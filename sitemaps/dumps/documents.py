@@ -13,7 +13,8 @@ from datetime import datetime
 from django.utils import timezone
 
 from sitemaps import links, publishing
-from sitemaps.builders import (
+from sitemaps.models import ChangePackage, DumpDocument, ResourcePackage
+from sitemaps.protocol.builders import (
     ChangeDumpPackage,
     ChangeListPart,
     ResourceDumpPackage,
@@ -23,7 +24,6 @@ from sitemaps.builders import (
     build_resource_dump,
     build_resource_dump_index,
 )
-from sitemaps.models import ChangePackage, DumpDocument, ResourcePackage
 from sitemaps.storage import delete_document, save_document
 
 from .job import DumpJob

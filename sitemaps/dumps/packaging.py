@@ -29,7 +29,7 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from typing import IO, BinaryIO
 
-from sitemaps.reader import ResourceSyncParseError, parse_document
+from sitemaps.protocol.reader import ResourceSyncParseError, parse_document
 from sources.generators.base import ChangeRecord, ResourceRecord, ResourceUnreadable
 
 MANIFEST_NAME = "manifest.xml"

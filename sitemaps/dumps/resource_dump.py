@@ -16,9 +16,13 @@ from typing import cast
 from django.db import transaction
 
 from sitemaps import planning
-from sitemaps.builders import DocumentTooLarge, build_resource_dump_manifest, resource_entry
 from sitemaps.models import ResourcePackage
 from sitemaps.planning import KeyRange, Step
+from sitemaps.protocol.builders import (
+    DocumentTooLarge,
+    build_resource_dump_manifest,
+    resource_entry,
+)
 from sources.generators.base import ResourceRecord
 from sources.resource_files import relative_path
 

@@ -21,7 +21,7 @@ from rest_framework.views import exception_handler, set_rollback
 
 from sources.services import EventsRejected
 
-from .parsers import BodyTooLarge
+from .parsers import BodyTooLarge, LengthRequired
 from .serializers import ErrorListSerializer
 
 
@@ -50,10 +50,20 @@ class PayloadTooLarge(BodyError):
     status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
 
 
+class ChunkedBodyUnreadable(BodyError):
+    """The server in front did not decode a chunked body (Django's runserver)."""
+
+    status_code = status.HTTP_411_LENGTH_REQUIRED
+
+    def __init__(self) -> None:
+        super().__init__("is chunked, which this server cannot read; send a Content-Length.")
+
+
 #: Exceptions of the services and parsers, and the API error each one is.
 API_ERRORS: dict[type[Exception], Callable[[Any], APIException]] = {
     EventsRejected: lambda exc: InvalidEvents([asdict(error) for error in exc.errors]),
     BodyTooLarge: lambda exc: PayloadTooLarge(str(exc)),
+    LengthRequired: lambda exc: ChunkedBodyUnreadable(),
     UnreadablePostError: lambda exc: BodyError("could not be read to the end."),
 }
 

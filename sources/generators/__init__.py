@@ -7,9 +7,9 @@ from functools import cache
 from django.conf import settings
 from django.utils.module_loading import import_string
 
-from .base import BaseGenerator, ChangeRecord, Link, ResourceRecord
+from .base import BaseGenerator
 
-__all__ = ["BaseGenerator", "ChangeRecord", "Link", "ResourceRecord", "get_generator"]
+__all__ = ["BaseGenerator", "get_generator"]
 
 
 @cache

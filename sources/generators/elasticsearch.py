@@ -16,9 +16,10 @@ from django.conf import settings
 from elasticsearch import Elasticsearch
 from elasticsearch.dsl.connections import connections
 
+from sitemaps.protocol.records import ChangeRecord, ResourceRecord
 from sources.models import ResourceSet
 
-from .base import BaseGenerator, ChangeRecord, ResourceRecord
+from .base import BaseGenerator
 from .records import as_datetime, change_record, resource_record
 
 #: Of the links, what a record keeps: not their nested `href`.

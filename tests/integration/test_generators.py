@@ -2,22 +2,27 @@
 
 from __future__ import annotations
 
+import hashlib
+import mimetypes
 import os
 from datetime import UTC, datetime, timedelta
 from unittest import mock
+from urllib.parse import quote
 
 import pytest
+from django.db.models.signals import post_save
 from django.test import override_settings
 
 from sitemaps import regeneration
 from sitemaps.models import ChangeListPage, IndexDocument, RegenerationState, ResourceListPage
 from sitemaps.regeneration import regenerate
 from sitemaps.storage import document_storage
-from sources import services
+from sources.events import Event
 from sources.generators import get_generator
 from sources.indexing import index_pending_changes
 from sources.models import ResourceSet
 from sources.services import ingest_events
+from sources.signals import events_ingested, receivers_muted
 
 from ..support import ELASTICSEARCH_GENERATOR as GENERATOR
 from ..support import event, make_set, store_documents_in
@@ -194,10 +199,11 @@ def test_pages_built_in_forked_workers_equal_pages_built_in_process(
 ):
     """Outside a transaction, several dirty pages are built by forked workers
     (with their own Elasticsearch clients); the documents must not change."""
-    # Committed for real here: no regeneration after each ingest, only ours below.
-    monkeypatch.setattr(services, "after_ingest_hooks", [])
-    resource_set = make_set(entries_per_document=4)
-    load(resource_set)
+    # Committed for real here: no regeneration after each ingest, only ours below, and
+    # no first documents at creation (its first Change List would start after T0).
+    with receivers_muted(events_ingested), receivers_muted(post_save):
+        resource_set = make_set(entries_per_document=4)
+        load(resource_set)
     index_pending_changes()
     build = regeneration.build_resource_list
     backend_now = [""]
@@ -227,3 +233,77 @@ def test_pages_built_in_forked_workers_equal_pages_built_in_process(
     assert len(documents["database", 1]) == 3 + 4 + 2
     for key, found in documents.items():
         assert found == documents["database", 1], key
+
+
+def _folder_set(slug: str, root) -> ResourceSet:
+    resource_set = make_set("folder", slug)
+    resource_set.url_prefix = "http://data.example.org/folder/"
+    resource_set.resource_root_dir = str(root)
+    resource_set.save()
+    return resource_set
+
+
+def _api_events(root, names: list[str], change: str) -> list[Event]:
+    """What a harvester would post for these files, worked out here independently."""
+    events = []
+    for name in names:
+        uri = "http://data.example.org/folder/" + quote(name)
+        if change == "deleted":
+            events.append(Event(change, "rel_path", name, uri))
+            continue
+        data, status = (root / name).read_bytes(), (root / name).stat()
+        events.append(
+            Event(
+                change, "rel_path", name, uri, length=len(data),
+                md5=hashlib.md5(data, usedforsecurity=False).hexdigest(),
+                sha256=hashlib.sha256(data).hexdigest(),
+                mime=mimetypes.guess_type(name)[0],
+                lastmod=datetime(1970, 1, 1, tzinfo=UTC)
+                + timedelta(microseconds=status.st_mtime_ns // 1000),
+            )
+        )  # fmt: skip
+    return events
+
+
+def _without_keys(records):
+    return [record._replace(key=0, **({"resource_key": 0} if hasattr(record, "change") else {}))
+            for record in records]  # fmt: skip
+
+
+@pytest.mark.parametrize("name", sorted(BACKENDS))
+def test_a_folder_scanned_set_gives_the_records_of_the_same_set_filled_through_the_api(
+    name, request, settings, tmp_path
+):
+    """The folder generator is one more way in: `scan` and the API must leave identical data."""
+    from sources.scanning import scan_folder
+
+    if name == "elasticsearch":
+        request.getfixturevalue("use_elasticsearch")
+    settings.RESOURCESYNC_GENERATORS = {"default": {"BACKEND": BACKENDS[name]}}
+    root = tmp_path / "root"
+    for n in range(6):
+        (root / f"d{n % 2}").mkdir(parents=True, exist_ok=True)
+        (root / f"d{n % 2}/file {n}.txt").write_bytes(f"content {n}".encode())
+    (root / "page.html").write_bytes(b"<p>x</p>")
+    scanned, posted = _folder_set("scanned", root), _folder_set("posted", root)
+    first = ["d0/file 0.txt", "d0/file 2.txt", "d0/file 4.txt", "d1/file 1.txt",
+             "d1/file 3.txt", "d1/file 5.txt", "page.html"]  # fmt: skip
+
+    with mock.patch("django.utils.timezone.now", return_value=at(0)):
+        scan_folder(resource_set=scanned)
+        ingest_events(resource_set=posted, events=_api_events(root, first, "created"))
+    (root / "d1/file 3.txt").write_bytes(b"changed")
+    (root / "page.html").unlink()
+    with mock.patch("django.utils.timezone.now", return_value=at(10)):
+        scan_folder(resource_set=scanned)
+        # A scan posts what it found, then what is gone: two requests.
+        ingest_events(resource_set=posted, events=_api_events(root, ["d1/file 3.txt"], "updated"))
+        ingest_events(resource_set=posted, events=_api_events(root, ["page.html"], "deleted"))
+    if name == "elasticsearch":
+        index_pending_changes()
+
+    generator = get_generator()
+    for method in ("iter_resources", "iter_changes"):
+        got = _without_keys(getattr(generator, method)(scanned))
+        assert got == _without_keys(getattr(generator, method)(posted)), method
+    assert len(list(generator.iter_changes(scanned))) == 9

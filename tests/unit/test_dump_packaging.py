@@ -9,7 +9,6 @@ from datetime import UTC, datetime
 
 import pytest
 
-from sitemaps.builders import build_resource_dump_manifest, resource_entry
 from sitemaps.dumps import packaging
 from sitemaps.dumps.packaging import (
     BitstreamChanged,
@@ -21,6 +20,7 @@ from sitemaps.dumps.packaging import (
     write_package,
 )
 from sitemaps.dumps.ranges import ByteRange, Unsatisfiable, if_range_holds, requested_range
+from sitemaps.protocol.builders import build_resource_dump_manifest, resource_entry
 from sources.generators.base import ResourceRecord, ResourceUnreadable
 
 AT = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)

@@ -14,7 +14,7 @@ from harvester.report import SyncReport
 from harvester.session import HarvestSession
 from harvester.state import SyncState
 from harvester.storage import StoredFile
-from sitemaps.reader import Entry
+from sitemaps.protocol.reader import ParsedEntry
 
 SOURCE = "https://source.example.org"
 PACKAGE = bytes(range(256)) * 4000  # about 1 MB
@@ -46,8 +46,8 @@ def session(tmp_path: Path, handler) -> HarvestSession:
     )
 
 
-def entry(data: bytes = PACKAGE) -> Entry:
-    return Entry(
+def entry(data: bytes = PACKAGE) -> ParsedEntry:
+    return ParsedEntry(
         loc=URL,
         length=len(data),
         hash={"md5": hashlib.md5(data, usedforsecurity=False).hexdigest()},

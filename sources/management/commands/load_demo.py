@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import hashlib
+import json
+import os
 import secrets
 from datetime import UTC, datetime
 from pathlib import Path
@@ -14,8 +16,75 @@ from django.core.management.base import BaseCommand
 from sitemaps.regeneration import regenerate
 from sources.events import Event, LinkData
 from sources.locations import resolve_location
-from sources.models import ApiToken, CapabilitySettings, DataProvider, LocationType, ResourceSet
+from sources.models import (
+    ApiToken,
+    CapabilitySettings,
+    DataProvider,
+    LocationType,
+    ResourceSet,
+    hash_token,
+)
 from sources.services import ingest_events
+
+CREDENTIALS_FILE = "demo-credentials.json"
+
+
+def demo_url_prefix() -> str:
+    return f"{settings.PUBLIC_BASE_URL}/files/demo/articles/"
+
+
+class DemoCredentials:
+    """The demo's staff login and API token, created once and kept.
+
+    The plain password and key exist nowhere else (the database keeps hashes),
+    so the first run writes them to a file only its owner can read; later runs
+    show them again while they still work, or say how to reset them.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        try:
+            self.saved: dict[str, str] = json.loads(path.read_text())
+        except (OSError, ValueError):
+            self.saved = {}
+
+    def save(self, **values: str) -> None:
+        self.saved.update(values)
+        descriptor = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(descriptor, "w") as handle:
+            json.dump(self.saved, handle, indent=2)
+
+    def staff_login(self, username: str) -> str:
+        """Create the staff user with a new password once; afterwards leave it alone."""
+        user, created = get_user_model().objects.get_or_create(username=username)
+        user.is_staff = user.is_superuser = True
+        if created or not user.password or not user.has_usable_password():
+            password = secrets.token_urlsafe(12)
+            user.set_password(password)
+            self.save(username=username, password=password)
+        user.save()
+        password = self.saved.get("password", "")
+        if self.saved.get("username") == username and password and user.check_password(password):
+            return f"Admin login: {username} / {password} (kept in {self.path})"
+        return (
+            f"Admin login: {username}, with the password set earlier (kept); "
+            f"to reset it: manage.py changepassword {username}"
+        )
+
+    def provider_token(self, provider: DataProvider) -> str:
+        """Issue the provider's demo token once; afterwards show it or say how to get one."""
+        tokens = ApiToken.objects.filter(provider=provider, name="demo", revoked=False)
+        key = self.saved.get("token", "")
+        if key and tokens.filter(key_hash=hash_token(key)).exists():
+            return f"API token for provider '{provider.slug}': {key} (kept in {self.path})"
+        if not tokens.exists():
+            _, key = ApiToken.issue(provider=provider, name="demo")
+            self.save(token=key)
+            return f"API token for provider '{provider.slug}': {key} (kept in {self.path})"
+        return (
+            f"API token for provider '{provider.slug}': issued earlier (kept; its key was "
+            f"shown once); to issue another: manage.py create_api_token {provider.slug}"
+        )
 
 
 class Command(BaseCommand):
@@ -30,13 +99,14 @@ class Command(BaseCommand):
             slug="demo", defaults={"name": "Demo publisher", "contact": "demo@example.org"}
         )
         root = Path(settings.DATA_DIR) / "demo-files" / "articles"
+        self.forget_moved_set(provider)
         resource_set, created = ResourceSet.objects.get_or_create(
             provider=provider,
             slug="articles",
             defaults={
                 "name": "Demo articles",
                 "description": "Small text articles, each described by a metadata record.",
-                "url_prefix": f"{settings.PUBLIC_BASE_URL}/files/demo/articles/",
+                "url_prefix": demo_url_prefix(),
                 "resource_root_dir": str(root),
             },
         )
@@ -45,20 +115,29 @@ class Command(BaseCommand):
         )
         if created or not resource_set.resources.exists():
             self.load(resource_set, root, articles)
-        password = secrets.token_urlsafe(12)
-        user, _ = get_user_model().objects.get_or_create(username=username)
-        user.is_staff = user.is_superuser = True
-        user.set_password(password)
-        user.save()
-        _, key = ApiToken.issue(provider=provider, name="demo")
+        credentials = DemoCredentials(Path(settings.DATA_DIR) / CREDENTIALS_FILE)
+        login = credentials.staff_login(username)
+        token = credentials.provider_token(provider)
         self.stdout.write(
             self.style.SUCCESS(
                 f"Demo set {resource_set.path}: {resource_set.resources.count()} resources, "
-                f"{resource_set.changes.count()} changes.\n"
-                f"Admin login: {username} / {password}\n"
-                f"API token for provider 'demo': {key}"
+                f"{resource_set.changes.count()} changes.\n{login}\n{token}"
             )
         )
+
+    def forget_moved_set(self, provider: DataProvider) -> None:
+        """Delete the demo set when it was loaded for another PUBLIC_BASE_URL, so it is
+        loaded again with URLs that lead here (stored URLs are not re-resolved)."""
+        old = ResourceSet.objects.filter(provider=provider, slug="articles").first()
+        if old is None or old.url_prefix == demo_url_prefix():
+            return
+        self.stdout.write(
+            self.style.WARNING(
+                f"The demo set was loaded for {old.url_prefix}; loading it again for "
+                f"PUBLIC_BASE_URL {settings.PUBLIC_BASE_URL}."
+            )
+        )
+        old.delete()
 
     def load(self, resource_set: ResourceSet, root: Path, articles: int) -> None:
         root.mkdir(parents=True, exist_ok=True)

@@ -6,7 +6,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("rs_sitemaps", "0003_retireddocument"),
+        ("rs_sitemaps", "0004_changelist_archive"),
         ("sources", "0002_cache_table"),
     ]
 

@@ -6,15 +6,15 @@ from django.db.models import Q, QuerySet
 
 from sources.models import ApiToken, ResourceSet
 
-from . import links
-from .builders import (
+from . import change_list_archive, links
+from .models import DumpDocument, IndexDocument
+from .protocol.builders import (
     CapabilityEntry,
     CapabilityListRef,
     build_capability_list,
     build_source_description,
 )
-from .constants import Capability
-from .models import DumpDocument
+from .protocol.constants import Capability
 
 
 def visible_sets(token: ApiToken | None) -> QuerySet[ResourceSet]:
@@ -34,18 +34,42 @@ def source_description(token: ApiToken | None) -> bytes:
     return build_source_description(refs)
 
 
-def capability_list(resource_set: ResourceSet) -> bytes:
-    """One entry per capability the set publishes (and this portal implements)."""
+def written_documents(resource_set: ResourceSet) -> set[str]:
+    """Kinds ("resourcelist", "changelist") whose top document is stored for the set."""
+    rows = IndexDocument.objects.filter(resource_set=resource_set).exclude(storage_name="")
+    return set(rows.values_list("kind", flat=True))
+
+
+def missing_documents(resource_set: ResourceSet) -> set[str]:
+    """Kinds the set publishes whose top document is not written yet."""
     capabilities = resource_set.capabilities
+    published = {
+        Capability.RESOURCE_LIST: capabilities.publish_resource_list,
+        Capability.CHANGE_LIST: capabilities.publish_change_list,
+    }
+    return {str(kind) for kind, on in published.items() if on} - written_documents(resource_set)
+
+
+def capability_list(resource_set: ResourceSet) -> bytes:
+    """One entry per capability the set publishes (and this portal implements).
+
+    Only documents already written are listed, so no entry ever answers 404,
+    even in the moment between a capability being turned on and its first run.
+    """
+    capabilities = resource_set.capabilities
+    written = written_documents(resource_set)
     entries = []
-    if capabilities.publish_resource_list:
+    if capabilities.publish_resource_list and Capability.RESOURCE_LIST in written:
         entries.append(
             CapabilityEntry(Capability.RESOURCE_LIST, links.resource_list_url(resource_set))
         )
-    if capabilities.publish_change_list:
+    if capabilities.publish_change_list and Capability.CHANGE_LIST in written:
         entries.append(CapabilityEntry(Capability.CHANGE_LIST, links.change_list_url(resource_set)))
     for kind in written_dumps(resource_set):  # listed once written (and while still published)
         entries.append(CapabilityEntry(kind, links.dump_url(resource_set, kind)))
+    if capabilities.publish_change_list and change_list_archive.archive_written(resource_set):
+        url = links.change_list_archive_url(resource_set)
+        entries.append(CapabilityEntry(Capability.CHANGE_LIST_ARCHIVE, url))
     return build_capability_list(entries, source_description_url=links.source_description_url())
 
 

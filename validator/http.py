@@ -1,0 +1,193 @@
+"""The HTTP side: fetch a document within the source's authority, and check how it is served.
+
+A document is read once in full (up to a cap); the conditional and gzip
+requests are compared with it by digest, so no second copy is kept.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from urllib.parse import urljoin
+
+import httpx
+
+from .authority import Authority
+
+USER_AGENT = "resourcesync-portal-validator/0.1"
+#: Above the 50 MB limit, so an oversized document is still measured and reported.
+DEFAULT_MAX_BYTES = 64 * 1024 * 1024
+MAX_REDIRECTS = 5
+XML_TYPES = frozenset({"application/xml", "text/xml"})
+
+
+class FetchFailed(Exception):
+    """A document could not be read; the message is the problem to report."""
+
+
+@dataclass(frozen=True, slots=True)
+class Fetched:
+    url: str
+    headers: httpx.Headers
+    body: bytes
+    #: SHA-256 of the body, to compare other representations with.
+    digest: bytes
+
+
+class Fetcher:
+    """GETs within one authority, with a token, timeouts and a size cap."""
+
+    def __init__(
+        self,
+        authority: Authority,
+        *,
+        token: str | None = None,
+        timeout: float = 30.0,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        self.authority = authority
+        self.max_bytes = max_bytes
+        headers = {"User-Agent": USER_AGENT}
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        self._http = httpx.Client(
+            timeout=httpx.Timeout(timeout), headers=headers, transport=transport
+        )
+
+    def close(self) -> None:
+        self._http.close()
+
+    def get(self, url: str) -> Fetched:
+        """The document's plain (identity) bytes; FetchFailed with the reason otherwise."""
+        response = self._open(url, {"Accept-Encoding": "identity"})
+        body, digest = io.BytesIO(), hashlib.sha256()
+        try:
+            for chunk in self._chunks(response, raw=False):
+                body.write(chunk)
+                digest.update(chunk)
+        finally:
+            response.close()
+        return Fetched(str(response.url), response.headers, body.getvalue(), digest.digest())
+
+    def http_problems(self, fetched: Fetched) -> list[str]:
+        """Content type, validators, 304 on a conditional GET, gzip equal to plain."""
+        problems = _header_problems(fetched.headers)
+        for name, condition in (("ETag", "If-None-Match"), ("Last-Modified", "If-Modified-Since")):
+            value = fetched.headers.get(name)
+            if (
+                value is not None
+                and (status := self._status(fetched.url, {condition: value})) != 304
+            ):
+                problems.append(f"a GET with {condition}: {value} answered {status}, not 304")
+        problems += self._gzip_problems(fetched)
+        return problems
+
+    def _status(self, url: str, headers: dict[str, str]) -> int | str:
+        try:
+            response = self._open(url, {"Accept-Encoding": "identity", **headers}, ok=(200, 304))
+        except FetchFailed as error:
+            return str(error)
+        response.close()
+        return response.status_code
+
+    def _gzip_problems(self, fetched: Fetched) -> list[str]:
+        try:
+            response = self._open(fetched.url, {"Accept-Encoding": "gzip"})
+        except FetchFailed as error:
+            return [f"a GET with Accept-Encoding: gzip failed: {error}"]
+        try:
+            encoding = response.headers.get("Content-Encoding", "identity").lower()
+            if encoding not in ("gzip", "identity"):
+                return [f"answered Accept-Encoding: gzip with Content-Encoding: {encoding}"]
+            digest = hashlib.sha256()
+            for chunk in self._chunks(response, raw=True, gunzip=encoding == "gzip"):
+                digest.update(chunk)
+        except FetchFailed as error:
+            return [f"the gzip response is unreadable: {error}"]
+        finally:
+            response.close()
+        if digest.digest() != fetched.digest:
+            return [
+                "the response to Accept-Encoding: gzip does not decompress to the plain document"
+            ]
+        return []
+
+    def _open(
+        self, url: str, headers: dict[str, str], ok: tuple[int, ...] = (200,)
+    ) -> httpx.Response:
+        """Follow redirects by hand, so none leaves the authority (nor takes the token out)."""
+        for _ in range(MAX_REDIRECTS + 1):
+            if not self.authority.covers(url):
+                raise FetchFailed(
+                    f"{url} is outside the source's authority ({self.authority}): not fetched"
+                )
+            try:
+                response = self._http.send(
+                    self._http.build_request("GET", url, headers=headers), stream=True
+                )
+            except httpx.HTTPError as error:
+                raise FetchFailed(f"GET {url} failed: {error!r}") from error
+            if response.is_redirect and "Location" in response.headers:
+                response.close()
+                url = urljoin(url, response.headers["Location"])
+                continue
+            if response.status_code not in ok:
+                response.close()
+                raise FetchFailed(_status_message(response))
+            return response
+        raise FetchFailed(f"more than {MAX_REDIRECTS} redirects")
+
+    def _chunks(
+        self, response: httpx.Response, *, raw: bool, gunzip: bool = False
+    ) -> Iterator[bytes]:
+        """The body up to the cap; gunzipped in steps, so a small bomb stays small."""
+        declared = response.headers.get("Content-Length", "")
+        if declared.isdigit() and int(declared) > self.max_bytes and not gunzip:
+            raise FetchFailed(
+                f"Content-Length {declared} is over the cap of {self.max_bytes} bytes"
+            )
+        inflater = zlib.decompressobj(16 + zlib.MAX_WBITS) if gunzip else None
+        size = 0
+        try:
+            for chunk in response.iter_raw() if raw else response.iter_bytes():
+                data = _inflate(inflater, chunk, self.max_bytes - size + 1) if inflater else chunk
+                size += len(data)
+                if size > self.max_bytes:
+                    raise FetchFailed(f"larger than the cap of {self.max_bytes} bytes: not checked")
+                yield data
+        except (httpx.HTTPError, zlib.error) as error:
+            raise FetchFailed(f"reading the body failed: {error!r}") from error
+        if inflater is not None and not inflater.eof:
+            raise FetchFailed("the gzip stream is truncated")
+
+
+def _inflate(inflater: zlib._Decompress, chunk: bytes, room: int) -> bytes:
+    data = inflater.decompress(chunk, room)
+    if inflater.unconsumed_tail:
+        raise FetchFailed("the gzip stream decompresses to more than the cap")
+    return data
+
+
+def _header_problems(headers: httpx.Headers) -> list[str]:
+    problems = []
+    media_type = headers.get("Content-Type", "").split(";")[0].strip().lower()
+    if media_type not in XML_TYPES and not media_type.endswith("+xml"):
+        problems.append(
+            f"Content-Type is {media_type or 'missing'}, not an XML type (application/xml)"
+        )
+    if "ETag" not in headers and "Last-Modified" not in headers:
+        problems.append(
+            "neither ETag nor Last-Modified: destinations cannot make conditional requests"
+        )
+    return problems
+
+
+def _status_message(response: httpx.Response) -> str:
+    message = f"HTTP {response.status_code}"
+    if response.status_code == 401:
+        message += " (protected: pass --token)"
+    return message
