@@ -57,6 +57,7 @@ INSTALLED_APPS = [
     "django_elasticsearch_dsl",
     "sources",
     "sitemaps",
+    "notifications",
     "harvester",
 ]
 
@@ -225,6 +226,15 @@ RESOURCESYNC_PUBLISHED_DIR = os.environ.get(
 # /files/<provider>/<set>/<path> (the demo uses it); off when a web server does.
 SERVE_RESOURCE_FILES = env_bool("SERVE_RESOURCE_FILES", True)
 
+# --- Change and framework notifications (WebSub) ------------------------------
+# Keys and defaults: notifications/conf.py. Without RESOURCESYNC_HUB_URL the
+# embedded hub at /resourcesync/hub serves the subscribers.
+RESOURCESYNC_NOTIFICATIONS = {
+    "HUB_URL": os.environ.get("RESOURCESYNC_HUB_URL", ""),
+    # e.g. "10.0.0.0/8" for subscribers on a private network; none by default (SSRF).
+    "ALLOWED_CALLBACK_NETWORKS": env_list("RESOURCESYNC_ALLOWED_CALLBACK_NETWORKS"),
+}
+
 # --- Ingestion API -----------------------------------------------------------
 # A request is one transaction: the limit keeps one inside gunicorn's timeout
 # (README, Production) and bounds the memory its validated events take.
@@ -270,6 +280,14 @@ CELERY_BEAT_SCHEDULE = {
     "cleanup-documents": {
         "task": "sitemaps.tasks.cleanup_documents",
         "schedule": timedelta(minutes=5),
+    },
+    "resend-due-deliveries": {
+        "task": "notifications.tasks.resend_due_deliveries",
+        "schedule": timedelta(seconds=30),
+    },
+    "expire-subscriptions": {
+        "task": "notifications.tasks.expire_subscriptions",
+        "schedule": timedelta(minutes=10),
     },
 }
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.db.models import Q, QuerySet
 
+from notifications import topics
 from sources.models import ApiToken, ResourceSet
 
 from . import links
@@ -43,4 +44,5 @@ def capability_list(resource_set: ResourceSet) -> bytes:
         )
     if capabilities.publish_change_list:
         entries.append(CapabilityEntry(Capability.CHANGE_LIST, links.change_list_url(resource_set)))
+    entries += topics.capability_entries(resource_set)
     return build_capability_list(entries, source_description_url=links.source_description_url())
