@@ -8,6 +8,7 @@ what the portal publishes; every payload is checked against the official XSDs.
 from __future__ import annotations
 
 import json
+import time
 from datetime import timedelta
 from itertools import pairwise
 from urllib.parse import urlsplit
@@ -758,3 +759,27 @@ def test_admin_lists_subscriptions_and_deliveries_and_retries_or_removes(
     )
     assert not Subscription.objects.exists()
     assert Delivery.objects.exists()  # the log stays
+
+
+# --- With a real Celery worker ---
+
+
+def test_a_celery_worker_verifies_publishes_and_delivers(celery_worker, client, subscriber):
+    resource_set = make_set(publish_notifications=True)
+    key = ApiToken.issue(provider=resource_set.provider)[1]
+    topic, hub_url = discover(capability_list(client, resource_set).content)
+    subscriber.intend("subscribe", topic)
+    form = subscribe_form("subscribe", topic, subscriber.url, secret=SECRET)
+    assert client.post(urlsplit(hub_url).path, form).status_code == 202
+    deadline = timezone.now() + timedelta(seconds=30)
+    while not Subscription.objects.exists():
+        assert timezone.now() < deadline, celery_worker.log()[-3000:]
+        time.sleep(0.1)
+    subscriber.answers = [500, 200]  # the retry comes back from the worker by itself
+
+    assert post_events(client, resource_set, [api_event("w.txt")], key).status_code == 200
+
+    (received,) = subscriber.wait_for(1, timeout=30)
+    assert received.signature_valid
+    assert entries(received.body) == [("http://data.example.org/w.txt", "created")]
+    assert subscriber.attempts == 2
