@@ -37,8 +37,9 @@ def free_port() -> int:
 @pytest.fixture
 def external_hub(tmp_path: Path):
     port = free_port()
+    server = [sys.executable, "-m", "tests.integration.websub_hub_server"]
     process = subprocess.Popen(
-        [sys.executable, "-m", "tests.integration.websub_hub_server", str(port), str(tmp_path / "hub.sqlite3")],
+        [*server, str(port), str(tmp_path / "hub.sqlite3")],
         cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
     )  # fmt: skip
     url = f"http://127.0.0.1:{port}/hub"
