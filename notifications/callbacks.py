@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import ipaddress
+import os
 import socket
 from dataclasses import dataclass
 from urllib.parse import urlencode, urlsplit, urlunsplit
@@ -96,6 +97,21 @@ def over_budget(scope: str, url: str, per_minute: int) -> bool:
     return count > per_minute
 
 
+_clients: dict[int, httpx.Client] = {}
+
+
+def shared_client() -> httpx.Client:
+    """One client per process (its TLS context costs tens of milliseconds to build);
+    after a fork the child builds its own."""
+    client = _clients.get(os.getpid())
+    if client is None:
+        limits = httpx.Limits(max_connections=64, max_keepalive_connections=32)
+        client = httpx.Client(follow_redirects=False, trust_env=False, limits=limits)
+        _clients.clear()
+        _clients[os.getpid()] = client
+    return client
+
+
 def send(
     method: str, url: str, *, content: bytes = b"", headers: dict[str, str] | None = None
 ) -> CallbackResponse:
@@ -112,18 +128,21 @@ def send(
         **(headers or {}),
     }
     extensions = {"sni_hostname": host} if parts.scheme == "https" else {}
-    with httpx.Client(
-        timeout=config.CALLBACK_TIMEOUT, follow_redirects=False, trust_env=False
-    ) as client:
-        request = client.build_request(
-            method, pinned, content=content, headers=request_headers, extensions=extensions
-        )
-        response = client.send(request, stream=True)
-        try:
-            body = _read_bounded(response, config.MAX_RESPONSE_BYTES)
-        finally:
-            response.close()
-        return CallbackResponse(response.status_code, body)
+    client = shared_client()
+    request = client.build_request(
+        method,
+        pinned,
+        content=content,
+        headers=request_headers,
+        extensions=extensions,
+        timeout=config.CALLBACK_TIMEOUT,
+    )
+    response = client.send(request, stream=True)
+    try:
+        body = _read_bounded(response, config.MAX_RESPONSE_BYTES)
+    finally:
+        response.close()
+    return CallbackResponse(response.status_code, body)
 
 
 def _read_bounded(response: httpx.Response, limit: int) -> bytes:

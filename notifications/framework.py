@@ -22,6 +22,7 @@ from sitemaps.constants import Capability, Change
 from sitemaps.models import ChangeListPage, IndexDocument, ResourceListPage
 from sitemaps.storage import content_etag
 from sources.models import ResourceSet
+from sources.services import resource_set_lock
 
 from .models import AnnouncedDocument, TopicKind
 from .publisher import locked_topic, publish
@@ -159,9 +160,13 @@ def announce(resource_set_ids: Iterable[int] | None = None) -> list[int]:
     sets = ResourceSet.objects.select_related("provider", "capability_settings")
     if resource_set_ids is not None:
         sets = sets.filter(pk__in=list(resource_set_ids))
-    publishing = [s for s in sets if publishes_notifications(s)]
+    publishing = [s for s in sets.order_by("pk") if publishes_notifications(s)]
+    if not publishing:
+        return []
     delivery_ids: list[int] = []
     with transaction.atomic():
+        for resource_set in publishing:  # in key order, so two runs never deadlock
+            resource_set_lock(resource_set=resource_set)
         about_source = source_description_changes(now) if resource_set_ids is None else []
         for resource_set in publishing:
             delivery_ids += announce_set(resource_set, about_source, now)

@@ -16,6 +16,7 @@ from django.utils import timezone
 from sitemaps import links
 from sources.generators.database import DatabaseGenerator
 from sources.models import Change, ResourceSet
+from sources.services import resource_set_lock
 
 from . import external
 from .conf import notification_settings
@@ -82,6 +83,9 @@ def publish_changes(resource_set_id: int, *, after_change_id: int = 0) -> list[i
     )
     changes = Change.objects.filter(resource_set=resource_set)
     with transaction.atomic():
+        # Taken first, as ingestion does: on SQLite a read before the first write
+        # would make this transaction fail to write once another one committed.
+        resource_set_lock(resource_set=resource_set)
         newest = changes.aggregate(newest=Max("id"))["newest"] or 0
         if not publishes_notifications(resource_set):
             # Nothing is owed for the time without notifications: subscribers see the gap.
