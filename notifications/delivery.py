@@ -182,7 +182,7 @@ def record(row: Delivery, outcome: Outcome, now: datetime) -> float | None:
     """Store the attempt; the seconds until the next one, or None when there is none."""
     attempts = row.attempts + 1
     facts = {"attempts": attempts, "last_status": outcome.status, "last_error": outcome.error}
-    subscriptions = Subscription.objects.filter(pk=row.subscription_id)
+    subscriptions = Subscription.objects.filter(deliveries=row)
     if outcome.ok:
         finish(row, Delivery.Status.DELIVERED, delivered_at=now, **facts)
         subscriptions.update(last_delivery_at=now, failures=0, last_error="")

@@ -38,9 +38,10 @@ def free_port() -> int:
 def external_hub(tmp_path: Path):
     port = free_port()
     server = [sys.executable, "-m", "tests.integration.websub_hub_server"]
+    log = (tmp_path / "hub.log").open("wb")
     process = subprocess.Popen(
         [*server, str(port), str(tmp_path / "hub.sqlite3")],
-        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
     )  # fmt: skip
     url = f"http://127.0.0.1:{port}/hub"
     deadline = time.monotonic() + 30
@@ -49,12 +50,13 @@ def external_hub(tmp_path: Path):
             httpx.post(url, data={}, timeout=1)
             break
         except httpx.TransportError:
-            assert process.poll() is None, process.communicate()[0]
+            assert process.poll() is None, (tmp_path / "hub.log").read_text()
             assert time.monotonic() < deadline, "flask-websub's hub did not start"
             time.sleep(0.1)
     yield url
     process.terminate()
     process.wait(10)
+    log.close()
 
 
 @pytest.fixture
