@@ -22,7 +22,7 @@ from . import external
 from .conf import notification_settings
 from .delivery import queue_deliveries
 from .models import Notification, Subscription, Topic, TopicKind
-from .payloads import change_payloads, notification_interval
+from .payloads import ChangePayload, change_payloads, notification_interval
 from .topics import publishes_notifications
 
 
@@ -81,12 +81,14 @@ def publish_changes(resource_set_id: int, *, after_change_id: int = 0) -> list[i
     resource_set = ResourceSet.objects.select_related("provider", "capability_settings").get(
         pk=resource_set_id
     )
-    changes = Change.objects.filter(resource_set=resource_set)
     with transaction.atomic():
         # Taken first, as ingestion does: on SQLite a read before the first write
         # would make this transaction fail to write once another one committed.
         resource_set_lock(resource_set=resource_set)
-        newest = changes.aggregate(newest=Max("id"))["newest"] or 0
+        newest = (
+            Change.objects.filter(resource_set=resource_set).aggregate(newest=Max("id"))["newest"]
+            or 0
+        )
         if not publishes_notifications(resource_set):
             # Nothing is owed for the time without notifications: subscribers see the gap.
             Topic.objects.filter(resource_set=resource_set, kind=TopicKind.CHANGE).update(
@@ -94,20 +96,7 @@ def publish_changes(resource_set_id: int, *, after_change_id: int = 0) -> list[i
             )
             return []
         topic = locked_topic(resource_set, TopicKind.CHANGE, starting_after=after_change_id)
-        new = changes.filter(id__gt=topic.through_change_id, id__lte=newest)
-        bounds = new.aggregate(earliest=Min("datetime"), latest=Max("datetime"))
-        if bounds["earliest"] is None:
-            return []
-        since, until = notification_interval(
-            topic.notified_until, bounds["earliest"], bounds["latest"]
-        )
-        records = DatabaseGenerator().iter_changes(resource_set, since=since, until=until)
-        payloads = change_payloads(
-            (record for record in records if record.key <= newest),
-            since=since,
-            until=until,
-            capability_list_url=links.capability_list_url(resource_set),
-        )
+        payloads = next_payloads(topic, newest)
         if not payloads:
             return []
         now = timezone.now()
@@ -115,6 +104,25 @@ def publish_changes(resource_set_id: int, *, after_change_id: int = 0) -> list[i
             topic, [(p.content, p.entries, p.since, p.until) for p in payloads], now
         )
         topic.through_change_id = newest
-        topic.notified_until = max(filter(None, [topic.notified_until, until]))
+        topic.notified_until = max(filter(None, [topic.notified_until, payloads[-1].until]))
         topic.save()
     return delivery_ids
+
+
+def next_payloads(topic: Topic, newest: int) -> list[ChangePayload]:
+    """The payloads for the changes after the topic's last one, through change `newest`."""
+    resource_set = topic.resource_set
+    new = Change.objects.filter(
+        resource_set=resource_set, id__gt=topic.through_change_id, id__lte=newest
+    )
+    bounds = new.aggregate(earliest=Min("datetime"), latest=Max("datetime"))
+    if bounds["earliest"] is None:
+        return []
+    since, until = notification_interval(topic.notified_until, bounds["earliest"], bounds["latest"])
+    records = DatabaseGenerator().iter_changes(resource_set, since=since, until=until)
+    return change_payloads(
+        (record for record in records if record.key <= newest),
+        since=since,
+        until=until,
+        capability_list_url=links.capability_list_url(resource_set),
+    )
