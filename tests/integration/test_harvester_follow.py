@@ -161,3 +161,17 @@ def test_ctrl_c_unsubscribes_and_prints_a_summary(
     assert "unsubscribed" in out
     assert out.strip().splitlines()[-1].startswith("follow: downloaded")
     assert not Subscription.objects.exists()
+
+
+def test_follow_renews_its_lease_before_it_ends(
+    portal: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import harvester.follow
+
+    monkeypatch.setattr(harvester.follow, "RENEW_AT", 0.002)  # 300 s lease: renew every 0.6 s
+    published = notifying(PublishedSet(portal, tmp_path / "articles", "articles"))
+    published.ingest([published.write("a0.txt", article(0))])
+    with Following(write_config(tmp_path, published, lease_seconds=300)) as following:
+        first = Subscription.objects.get().renewed_at
+        following.wait(lambda: "lease renewed" in following.lines)
+        assert Subscription.objects.get().renewed_at > first
