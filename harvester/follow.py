@@ -25,17 +25,16 @@ from harvester.changes import Change, latest_changes
 from harvester.client import FetchError, HarvestClient
 from harvester.config import HarvestConfig
 from harvester.discovery import discover_capability_lists
-from harvester.documents import HarvestError, fetch_document
 from harvester.incremental import incremental_from_list
 from harvester.report import NoProgress, Progress, SyncReport
 from harvester.session import HarvestSession
 from harvester.state import destination_lock
 from harvester.sync import current_state, run_set
 from harvester.transfer import delete_resources, download_resources
+from harvester.walk import HarvestError, fetch_document
 from harvester.websub import CallbackServer, SubscriptionError, ask_hub
-from sitemaps.constants import Capability
-from sitemaps.constants import Change as ChangeType
-from sitemaps.reader import Document, ResourceSyncParseError, parse_document
+from sitemaps.protocol.constants import Capability, ChangeType
+from sitemaps.protocol.reader import Document, ResourceSyncParseError, parse_document
 
 ONE_MICROSECOND = dt.timedelta(microseconds=1)
 #: Capability values of a change notification (1.0 used `changelist-notification`).

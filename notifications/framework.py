@@ -3,8 +3,9 @@
 Each check compares the documents a set serves now (their ETags) with what
 the last check announced (`AnnouncedDocument`), so a regeneration run, an
 admin edit or a rerun all lead to the same, exact announcements. An index is
-never announced (spec §10): its parts are, with `rel="index"`; a one-page
-Resource List is its own document at `resourcelist.xml`.
+never announced (spec §10): its parts are, with `rel="index"`; a set's only
+Resource List (or Change List) is its own document at `resourcelist.xml`
+(`changelist.xml`).
 """
 
 from __future__ import annotations
@@ -16,10 +17,10 @@ from datetime import datetime
 from django.db import transaction
 from django.utils import timezone
 
-from sitemaps import documents, links
-from sitemaps.builders import FrameworkChange, build_framework_notification
-from sitemaps.constants import Capability, Change
-from sitemaps.models import ChangeListPage, IndexDocument, ResourceListPage
+from sitemaps import descriptions, links
+from sitemaps.models import ChangeListPage, DumpDocument, IndexDocument, ResourceListPage
+from sitemaps.protocol.builders import FrameworkChange, build_framework_notification
+from sitemaps.protocol.constants import Capability, ChangeType
 from sitemaps.storage import content_etag
 from sources.models import ResourceSet
 from sources.services import resource_set_lock
@@ -46,26 +47,57 @@ def served_documents(resource_set: ResourceSet) -> list[ServedDocument]:
         ServedDocument(
             links.capability_list_url(resource_set),
             Capability.CAPABILITY_LIST,
-            content_etag(documents.capability_list(resource_set)),
+            content_etag(descriptions.capability_list(resource_set)),
         )
     ]
     capabilities = resource_set.capabilities
     if capabilities.publish_resource_list:
         served += resource_lists(resource_set)
     if capabilities.publish_change_list:
-        index = links.change_list_url(resource_set)
-        served += [
+        served += change_lists(resource_set)
+    for kind in descriptions.written_dumps(resource_set):
+        served += dumps(resource_set, kind)
+    return served
+
+
+def dumps(resource_set: ResourceSet, kind: str) -> list[ServedDocument]:
+    """A dump's parts under its index, or the dump itself while it is one document."""
+    rows = list(
+        DumpDocument.objects.filter(resource_set=resource_set, kind=kind)
+        .exclude(storage_name="")
+        .order_by("number")
+    )
+    top_url = links.dump_url(resource_set, kind)
+    parts = [row for row in rows if row.number > 0]
+    if parts:
+        return [
+            ServedDocument(
+                links.dump_part_url(resource_set, kind, row.number), kind, row.etag, top_url
+            )
+            for row in parts
+        ]
+    return [ServedDocument(top_url, kind, row.etag) for row in rows]
+
+
+def change_lists(resource_set: ResourceSet) -> list[ServedDocument]:
+    """The lists under `changelist.xml` (archived ones too: they are still served), or
+    `changelist.xml` itself while the set has one list and no archive."""
+    pages = list(ChangeListPage.objects.filter(resource_set=resource_set).exclude(storage_name=""))
+    index_url = links.change_list_url(resource_set)
+    if len(pages) > 1:
+        return [
             ServedDocument(
                 links.change_list_page_url(resource_set, page.number),
                 Capability.CHANGE_LIST,
                 page.etag,
-                index,
+                index_url,
             )
-            for page in ChangeListPage.objects.filter(resource_set=resource_set).exclude(
-                storage_name=""
-            )
+            for page in pages
         ]
-    return served
+    single = IndexDocument.objects.filter(
+        resource_set=resource_set, kind=IndexDocument.Kind.CHANGE_LIST
+    ).exclude(storage_name="")
+    return [ServedDocument(index_url, Capability.CHANGE_LIST, doc.etag) for doc in single]
 
 
 def resource_lists(resource_set: ResourceSet) -> list[ServedDocument]:
@@ -102,7 +134,7 @@ def changes_since_announced(
         known = announced.pop(document.loc, None)
         if known is not None and known.etag == document.etag:
             continue
-        change = Change.CREATED if known is None else Change.UPDATED
+        change = ChangeType.CREATED if known is None else ChangeType.UPDATED
         changes.append(
             FrameworkChange(
                 document.loc, document.capability, change, now, document.index_url or None
@@ -119,7 +151,9 @@ def changes_since_announced(
         )
     for gone in announced.values():
         changes.append(
-            FrameworkChange(gone.loc, gone.capability, Change.DELETED, now, gone.index_url or None)
+            FrameworkChange(
+                gone.loc, gone.capability, ChangeType.DELETED, now, gone.index_url or None
+            )
         )
         gone.delete()
     return changes
@@ -130,7 +164,7 @@ def source_description_changes(now: datetime) -> list[FrameworkChange]:
     served = ServedDocument(
         links.source_description_url(),
         Capability.DESCRIPTION,
-        content_etag(documents.source_description(None)),
+        content_etag(descriptions.source_description(None)),
     )
     return changes_since_announced(None, [served], now)
 

@@ -11,9 +11,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sitemaps.builders import build_change_notification, change_entry
-from sitemaps.constants import MAX_DOCUMENT_BYTES, MAX_ENTRIES_PER_DOCUMENT
-from sources.generators.base import ChangeRecord
+from sitemaps.protocol.builders import build_change_notification, change_entry
+from sitemaps.protocol.constants import MAX_DOCUMENT_BYTES, MAX_ENTRIES_PER_DOCUMENT
+from sitemaps.protocol.records import ChangeRecord
 
 ONE_MICROSECOND = timedelta(microseconds=1)
 #: Room left in each payload for the XML declaration, the root and its links.

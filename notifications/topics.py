@@ -10,10 +10,10 @@ from urllib.parse import urlsplit
 
 from django.urls import Resolver404, resolve, reverse
 
-from sitemaps.builders import CapabilityEntry
-from sitemaps.constants import Capability
 from sitemaps.links import absolute
-from sources.generators.base import Link
+from sitemaps.protocol.builders import CapabilityEntry
+from sitemaps.protocol.constants import Capability
+from sitemaps.protocol.records import Link
 from sources.models import ResourceSet
 
 from .conf import notification_settings

@@ -10,6 +10,7 @@ class SitemapsConfig(AppConfig):
     def ready(self) -> None:
         from django.db.models.signals import post_delete, post_save
 
+        from sources.models import CapabilitySettings, ResourceSet
         from sources.signals import events_ingested
 
         from . import receivers
@@ -24,3 +25,13 @@ class SitemapsConfig(AppConfig):
                     sender=model,
                     dispatch_uid=f"sitemaps.rebuild_published_tree.{model.__name__}",
                 )
+        post_save.connect(
+            receivers.write_documents_of_new_set,
+            sender=ResourceSet,
+            dispatch_uid="sitemaps.write_documents_of_new_set",
+        )
+        post_save.connect(
+            receivers.write_documents_turned_on,
+            sender=CapabilitySettings,
+            dispatch_uid="sitemaps.write_documents_turned_on",
+        )

@@ -24,24 +24,17 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import connections, transaction
-from django.db.models import Max, Min
+from django.db.models import Min
 from django.utils import timezone
 
+from sitemaps.protocol.records import ResourceRecord
 from sources.generators import BaseGenerator, get_generator
-from sources.generators.base import ResourceRecord
 from sources.models import Change, ResourceSet
 from sources.services import resource_set_lock
 
-from . import forking, lease, links, planning, publishing
-from .builders import (
-    ChangeListPart,
-    DocumentPage,
-    ResourceListPart,
-    build_change_list,
-    build_change_list_index,
-    build_resource_list,
-    build_resource_list_index,
-)
+from . import change_list_archive, forking, lease, links, planning, publishing
+from .dumps.build import build_dumps
+from .dumps.job import DumpReport
 from .models import (
     ChangeListPage,
     IndexDocument,
@@ -50,6 +43,15 @@ from .models import (
     StoredDocument,
 )
 from .planning import KeyRange, Step
+from .protocol.builders import (
+    ChangeListPart,
+    DocumentPage,
+    ResourceListPart,
+    build_change_list,
+    build_change_list_index,
+    build_resource_list,
+    build_resource_list_index,
+)
 from .signals import documents_changed
 from .storage import delete_document, save_document
 
@@ -65,6 +67,7 @@ class RegenerationReport:
     indexes_written: list[str] = field(default_factory=list)
     through_change_id: int = 0
     seconds: float = 0.0
+    dumps: DumpReport | None = None
 
     @property
     def pages_written(self) -> int:
@@ -84,13 +87,7 @@ class RegenerationReport:
 
 def change_watermark(resource_set: ResourceSet, generator: BaseGenerator) -> int:
     """The highest change id the generator can already show, with all before it."""
-    changes = Change.objects.filter(resource_set=resource_set)
-    newest = changes.aggregate(newest=Max("id"))["newest"] or 0
-    if generator.reads_mirror:
-        first_pending = changes.filter(indexed=False).aggregate(first=Min("id"))["first"]
-        if first_pending is not None:
-            return min(newest, first_pending - 1)
-    return newest
+    return generator.visible_through(resource_set)
 
 
 def pending_changes(resource_set: ResourceSet) -> int:
@@ -136,9 +133,7 @@ def regenerate(resource_set: ResourceSet, *, full: bool = False) -> Regeneration
 
 
 def announce_documents(resource_set: ResourceSet, report: RegenerationReport) -> None:
-    """Send `documents_changed` after a run that wrote anything; log failing receivers."""
-    if not report.pages_written:
-        return
+    """Send `documents_changed` after a run; log failing receivers."""
     responses = documents_changed.send_robust(
         sender=RegenerationRun, resource_set_id=resource_set.pk, report=report
     )
@@ -220,6 +215,7 @@ class RegenerationRun:
             self.change_lists()
         if self.capabilities.publish_resource_list:
             self.resource_lists()
+        self.report.dumps = build_dumps(self)  # after the lists: packages take longer
         return self.report
 
     def snapshot_time(self) -> datetime:
@@ -304,7 +300,7 @@ class RegenerationRun:
         keys = self.new_changes().exclude(resource_key=None).values_list("resource_key", flat=True)
         plan = planning.plan_rebuild(
             [key_range(page) for page in pages],
-            keys.distinct().iterator(chunk_size=10_000),
+            keys.distinct().iterator(chunk_size=planning.KEYS_PER_FETCH),
             full_tail_last_key=self.full_tail_last_key(pages[-1]),
         )
         if plan.close_tail_at is not None:
@@ -520,7 +516,8 @@ class RegenerationRun:
                 continue
             self.write_change_page(page, pages)
         if changed or self.report.change_pages_written:
-            self.write_change_index(pages)
+            kept, archives_url = change_list_archive.retain(self, pages)
+            self.write_change_index(kept, archives_url=archives_url)
 
     def first_change_list(self) -> ChangeListPage:
         """Open the first list under the set's lock and record its start, which
@@ -561,7 +558,8 @@ class RegenerationRun:
             since=page.since,
             until=page.until,
             capability_list_url=self.capability_list_url,
-            index_url=links.change_list_url(self.resource_set),
+            # Only a list under an index links to it (closing a list opens the next).
+            index_url=links.change_list_url(self.resource_set) if len(pages) > 1 else None,
             max_entries=self.capabilities.entries_per_document,
             max_bytes=self.max_bytes,
         )
@@ -587,7 +585,19 @@ class RegenerationRun:
         self.point_at(page, name, etag)
         self.report.change_pages_written.append(page.number)
 
-    def write_change_index(self, pages: list[ChangeListPage]) -> None:
+    def write_change_index(
+        self, pages: list[ChangeListPage], archives_url: str | None = None
+    ) -> None:
+        """`changelist.xml`: the only Change List itself, or an index once there are several
+        (or once older lists moved to an archive, which only an index can link to).
+
+        The same rule as `resourcelist.xml`, so a client that reads no index
+        (resync 2.0.1) syncs a set with one list through either URL.
+        """
+        if len(pages) == 1 and archives_url is None:
+            content = self.read_page(pages[0])
+            self.store_index(IndexDocument.Kind.CHANGE_LIST, content, pages[0].entries)
+            return
         parts = [
             ChangeListPart(
                 loc=links.change_list_page_url(self.resource_set, page.number),
@@ -597,7 +607,10 @@ class RegenerationRun:
             for page in pages
         ]
         content = build_change_list_index(
-            parts, since=pages[0].since, capability_list_url=self.capability_list_url
+            parts,
+            since=pages[0].since,
+            capability_list_url=self.capability_list_url,
+            archives_url=archives_url,
         )
         self.store_index(IndexDocument.Kind.CHANGE_LIST, content, len(pages))
 
@@ -619,7 +632,7 @@ class RegenerationRun:
     def index_exists(self, kind: str) -> bool:
         return IndexDocument.objects.filter(resource_set=self.resource_set, kind=kind).exists()
 
-    def read_page(self, page: ResourceListPage) -> bytes:
+    def read_page(self, page: StoredDocument) -> bytes:
         from .storage import document_storage
 
         with document_storage().open(page.storage_name, "rb") as handle:

@@ -49,7 +49,7 @@ def _adapter(field: models.Field) -> Adapter | None:
     return None
 
 
-def _concrete_field(model: type[models.Model], name: str) -> models.Field:
+def concrete_field(model: type[models.Model], name: str) -> models.Field:
     """A field with a column of its own; a reverse relation here is a programming error."""
     field = model._meta.get_field(name)
     if not isinstance(field, models.Field) or field.column is None:
@@ -69,7 +69,7 @@ class BulkWriter(Generic[Row]):
     def __init__(self, model: type[models.Model], row_type: type[Row]) -> None:
         meta = model._meta
         self.row_type = row_type
-        fields = [_concrete_field(model, name) for name in row_type._fields]
+        fields = [concrete_field(model, name) for name in row_type._fields]
         adapters = ((index, _adapter(field)) for index, field in enumerate(fields))
         self.adapters = [(index, adapt) for index, adapt in adapters if adapt is not None]
         quote = connection.ops.quote_name
@@ -117,7 +117,7 @@ def keys_by_uri(resource_set_id: int, uris: Sequence[str]) -> dict[str, int]:
     for start in range(0, len(uris), 2000):
         chunk = uris[start : start + 2000]
         uri, owner = (
-            quote(_concrete_field(Resource, name).column) for name in ("uri", "resource_set")
+            quote(concrete_field(Resource, name).column) for name in ("uri", "resource_set")
         )
         # Identifiers come from the model's metadata, quoted; values are parameters.
         sql = (

@@ -18,9 +18,11 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
+from sitemaps.protocol.constants import ChangeType
+
 from .bulk import BulkWriter, keys_by_uri
 from .events import Event
-from .models import Change, ChangeType, Resource, ResourceSet
+from .models import Change, Resource, ResourceSet
 from .signals import events_ingested
 
 MAX_REPORTED_ERRORS = 100

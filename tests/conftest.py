@@ -294,21 +294,27 @@ ELASTICSEARCH_GENERATOR = "sources.generators.elasticsearch.ElasticsearchGenerat
 
 
 @pytest.fixture
-def use_elasticsearch(settings, elasticsearch_url: str):
-    """Mirror into fresh test indices (reading from them is the generator setting's job)."""
-    from elasticsearch.dsl.connections import connections
+def elasticsearch_generator(elasticsearch_url: str) -> dict:
+    """The RESOURCESYNC_GENERATORS entry of the Elasticsearch generator on the test node
+    (its indices carry this run's prefix, set by resourcesync_portal/test_settings.py)."""
+    return {
+        "BACKEND": ELASTICSEARCH_GENERATOR,
+        "HOSTS": [elasticsearch_url],
+        "INDEX_PREFIX": os.environ["ELASTICSEARCH_INDEX_PREFIX"],
+    }
 
-    from sources.documents import changes_index, resources_index
-    from sources.indexing import ensure_indices
 
-    settings.ELASTICSEARCH_URL = elasticsearch_url
-    connections.configure(default={"hosts": elasticsearch_url, "request_timeout": 30})
-    for index in (resources_index, changes_index):
-        index.delete(ignore_unavailable=True)
-    ensure_indices()
-    yield elasticsearch_url
-    for index in (resources_index, changes_index):
-        index.delete(ignore_unavailable=True)
+@pytest.fixture
+def use_elasticsearch(settings, elasticsearch_generator: dict):
+    """The Elasticsearch generator, reading and mirroring into fresh test indices; yields it."""
+    from sources.generators import get_generator
+
+    settings.RESOURCESYNC_GENERATORS = {"default": elasticsearch_generator}
+    generator = get_generator()
+    generator.mirror.delete_indices()
+    generator.mirror.ensure_indices()
+    yield generator
+    generator.mirror.delete_indices()
 
 
 @pytest.fixture(autouse=True)

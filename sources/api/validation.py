@@ -16,10 +16,11 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
-from sitemaps.xmlchars import describe, forbidden_character
+from sitemaps.protocol.constants import ChangeType
+from sitemaps.protocol.xmlchars import describe, forbidden_character
 from sources.events import Event, LinkData
 from sources.locations import LocationError, resolve_location
-from sources.models import ChangeType, LocationType, ResourceSet
+from sources.models import LocationType, ResourceSet
 from sources.services import MAX_REPORTED_ERRORS, EventError, EventsRejected
 
 from .parsers import MalformedEvent, OverlongNumber
@@ -32,7 +33,7 @@ LINK_FIELDS = frozenset({"rel", "href", "mime"})
 #: Fields a created or updated event must carry; a deleted event may omit them.
 CONTENT_FIELDS = ("length", "md5", "mime", "lastmod")
 
-CHANGE_TYPES = frozenset(ChangeType.values)
+CHANGE_TYPES = frozenset(ChangeType)
 LOCATION_TYPES = frozenset(LocationType.values)
 MAX_LENGTH = 2**63 - 1  # BigIntegerField
 MAX_MIME_LENGTH = 255
@@ -220,7 +221,7 @@ def _reject_unknown(data: dict[str, Any], known: frozenset[str], path: str) -> N
 
 
 def _writable(value: str, field: str, subject: str = "") -> None:
-    """Refuse what a document could not hold (sitemaps.xmlchars), before it is stored."""
+    """Refuse what a document could not hold (sitemaps.protocol.xmlchars), before it is stored."""
     if value.isascii() and value.isprintable():  # the usual case, without a call
         return
     found = forbidden_character(value)

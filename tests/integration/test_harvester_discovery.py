@@ -21,8 +21,8 @@ from django.core.management import call_command
 from resync import CapabilityList, Resource, ResourceList, SourceDescription
 
 from harvester.config import HarvestConfig, config_from_mapping
-from harvester.documents import HarvestError
 from harvester.sync import Mode, run_harvest
+from harvester.walk import HarvestError
 
 AT = "2024-01-01T00:00:00Z"
 HOME = b"<!DOCTYPE html><html><head><title>Data</title></head><body>Hello</body></html>"

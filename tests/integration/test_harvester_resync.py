@@ -31,11 +31,11 @@ from resync.resource_dump import ResourceDump
 from resync.resource_dump_manifest import ResourceDumpManifest
 
 from harvester.config import HarvestConfig, config_from_mapping
-from harvester.documents import HarvestError
 from harvester.report import SyncReport
 from harvester.state import load_state
 from harvester.sync import Mode, run_harvest
 from harvester.tasks import harvest
+from harvester.walk import HarvestError
 
 AT = "2024-01-01T00:00:00Z"
 NOW = dt.datetime(2024, 1, 5, tzinfo=dt.UTC)

@@ -443,10 +443,11 @@ def test_the_last_used_update_never_fails_a_request(file_database, live_server):
 def change_list_locs(client: Client) -> list[str]:
     index = client.get("/resourcesync/acme/articles/changelist.xml")
     assert index.status_code == 200
+    root = etree.fromstring(b"".join(index.streaming_content))
+    if root.tag.endswith("urlset"):  # the set's only Change List
+        return root.xpath("//sm:loc/text()", namespaces=NS)
     locs: list[str] = []
-    for url in etree.fromstring(b"".join(index.streaming_content)).xpath(
-        "//sm:loc/text()", namespaces=NS
-    ):
+    for url in root.xpath("//sm:loc/text()", namespaces=NS):
         page = client.get(url.removeprefix("http://127.0.0.1:8000"))
         content = b"".join(page.streaming_content)
         locs += etree.fromstring(content).xpath("//sm:loc/text()", namespaces=NS)
@@ -485,3 +486,20 @@ def test_after_every_hostile_event_the_set_still_publishes_the_next_valid_one(
     assert PREFIX + "valid.txt" in change_list_locs(client)
     assert PREFIX + "valid.txt" in resource_list_locs(client)
     assert datetime.now(UTC) - Change.objects.latest("id").datetime < timedelta(minutes=1)
+
+
+@pytest.mark.skipif(connection.vendor != "sqlite", reason="SQLite's database-wide write lock")
+def test_a_write_that_waits_out_the_lock_is_a_503_to_retry(file_database, live_server):
+    """Another writer holds SQLite's lock past the wait: 503 with Retry-After, not a 500."""
+    resource_set = make_set()
+    token = ApiTokenFactory(provider=resource_set.provider)
+    holder = sqlite3.connect(connection.settings_dict["NAME"], timeout=0)
+    try:
+        holder.execute("BEGIN IMMEDIATE")
+        response = live_post(live_server.url, token, "acme/articles", [event("busy.txt")])
+    finally:
+        holder.rollback()
+        holder.close()
+    assert response.status == 503
+    assert response.getheader("Retry-After") == "1"
+    assert not Change.objects.filter(resource_set=resource_set).exists()

@@ -666,14 +666,19 @@ def test_framework_notifications_announce_lists_created_updated_and_deleted(
                     None if index is None else index.get("href").rsplit("/", 1)[1],
                 )
             )
-    assert ("resourcelist.xml", "resourcelist", "created", None) in announced
-    assert ("changelist-1.xml", "changelist", "created", "changelist.xml") in announced
-    assert ("changelist-1.xml", "changelist", "updated", "changelist.xml") in announced
-    assert ("resourcelist-1.xml", "resourcelist", "created", "resourcelist.xml") in announced
-    assert ("resourcelist-2.xml", "resourcelist", "created", "resourcelist.xml") in announced
-    # resourcelist.xml became an index: the one-page Resource List there is gone.
-    assert ("resourcelist.xml", "resourcelist", "deleted", None) in announced
-    assert ("changelist.xml", "changelist", "created", None) not in announced  # never an index
+    assert set(announced[:3]) == {
+        ("capabilitylist.xml", "capabilitylist", "created", None),
+        ("resourcelist.xml", "resourcelist", "created", None),  # the set's one list
+        ("changelist.xml", "changelist", "created", None),
+    }
+    # Three resources, two a page: two Resource Lists under an index, two Change Lists too.
+    later = set(announced[3:])
+    for kind in ("resourcelist", "changelist"):
+        for number in (1, 2):
+            assert (f"{kind}-{number}.xml", kind, "created", f"{kind}.xml") in later
+        # The list that was there is gone: the URL now holds an index, never announced.
+        assert (f"{kind}.xml", kind, "deleted", None) in later
+        assert not any(item[0] == f"{kind}.xml" and item[2] != "deleted" for item in later)
 
 
 def test_a_capability_list_change_is_announced_up_to_the_source_description(
@@ -681,6 +686,7 @@ def test_a_capability_list_change_is_announced_up_to_the_source_description(
 ):
     from notifications import framework
 
+    created(notifying_set, 1)  # its lists are written
     framework.announce(None)  # the state as it is
     subscribe(
         client,
@@ -694,12 +700,21 @@ def test_a_capability_list_change_is_announced_up_to_the_source_description(
     with django_capture_on_commit_callbacks(execute=True):
         settings_row.save()
 
-    (received,) = subscriber.wait_for(1)
-    root = assert_valid(received.body)
-    assert root.find("rs:ln[@rel='up']", NS).get("href").endswith("/.well-known/resourcesync")
-    (url,) = root.findall("sm:url", NS)
-    assert url.findtext("sm:loc", namespaces=NS).endswith("/capabilitylist.xml")
-    assert url.find("rs:md", NS).get("change") == "updated"
+    ups = {}
+    for received in subscriber.wait_for(2):  # the Capability List, and the list it dropped
+        root = assert_valid(received.body)
+        up = root.find("rs:ln[@rel='up']", NS).get("href").rsplit("/", 1)[1]
+        ups[up] = [
+            (
+                url.findtext("sm:loc", namespaces=NS).rsplit("/", 1)[1],
+                url.find("rs:md", NS).get("change"),
+            )
+            for url in root.findall("sm:url", NS)
+        ]
+    assert ups == {
+        "resourcesync": [("capabilitylist.xml", "updated")],
+        "capabilitylist.xml": [("resourcelist.xml", "deleted")],
+    }
 
 
 def test_a_new_set_changes_the_source_description_on_every_framework_channel(

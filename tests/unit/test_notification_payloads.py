@@ -11,8 +11,8 @@ from notifications.payloads import (
     change_payloads,
     notification_interval,
 )
-from sitemaps.builders import FrameworkChange, build_framework_notification
-from sources.generators.base import ChangeRecord
+from sitemaps.protocol.builders import FrameworkChange, build_framework_notification
+from sitemaps.protocol.records import ChangeRecord
 from tests.support import NS, assert_valid
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)

@@ -15,12 +15,12 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from tqdm import tqdm
 
 from harvester.config import ConfigError, HarvestConfig, load_config
-from harvester.documents import HarvestError
 from harvester.follow import run_follow, single_set
 from harvester.report import SyncReport
 from harvester.state import StateError
 from harvester.sync import Mode, run_harvest
-from sitemaps.reader import ResourceSyncParseError, parse_datetime
+from harvester.walk import HarvestError
+from sitemaps.protocol.reader import ResourceSyncParseError, parse_datetime
 
 #: Failures and differences listed one per line before the rest are only counted.
 MAX_LISTED = 50

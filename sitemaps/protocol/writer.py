@@ -13,8 +13,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from sitemaps.constants import RS_NS, SITEMAP_NS
-from sitemaps.xmlchars import forbidden_character
+from sitemaps.protocol.constants import RS_NS, SITEMAP_NS
+from sitemaps.protocol.xmlchars import forbidden_character
 
 RootElement = Literal["urlset", "sitemapindex"]
 Attributes = Mapping[str, str]
@@ -55,7 +55,7 @@ _ENTRY_ELEMENT: dict[str, str] = {"urlset": "url", "sitemapindex": "sitemap"}
 
 
 def _check_characters(value: str) -> None:
-    """The rule ingestion applies too (sitemaps.xmlchars), so this only fires on a bug."""
+    """The rule ingestion applies too (sitemaps.protocol.xmlchars), so this only fires on a bug."""
     found = forbidden_character(value)
     if found is not None:
         position, character = found
