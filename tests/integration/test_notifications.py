@@ -23,7 +23,7 @@ from notifications import delivery, hub
 from notifications.models import Delivery, Notification, Subscription, TopicKind
 from notifications.payloads import ONE_MICROSECOND
 from sources.models import ApiToken, ResourceSet
-from tests.support import NS, assert_valid, created, event, ingest, make_set
+from tests.support import NS, assert_valid, created, event, ingest, make_set, store_documents_in
 from tests.websub_subscriber import Subscriber, discover, subscribe_form
 
 SECRET = "a shared secret"
@@ -798,3 +798,21 @@ def test_a_celery_worker_verifies_publishes_and_delivers(celery_worker, client, 
     assert received.signature_valid
     assert entries(received.body) == [("http://data.example.org/w.txt", "created")]
     assert subscriber.attempts == 2
+
+
+def test_dumps_are_announced_too(db, tmp_path, settings):
+    from .test_dumps import FileSet
+
+    store_documents_in(settings, tmp_path / "documents")
+    files = FileSet(tmp_path / "files", publish_notifications=True)
+    files.post([files.write("a.txt", b"a"), files.write("b.txt", b"b")])  # regenerates
+
+    announced = set()
+    for notification in Notification.objects.filter(kind=TopicKind.FRAMEWORK):
+        root = assert_valid(bytes(notification.payload))
+        for url in root.findall("sm:url", NS):
+            md = url.find("rs:md", NS)
+            loc = url.findtext("sm:loc", namespaces=NS).rsplit("/", 1)[1]
+            announced.add((loc, md.get("capability"), md.get("change")))
+    assert ("resourcedump.xml", "resourcedump", "created") in announced
+    assert ("changedump.xml", "changedump", "created") in announced
