@@ -79,6 +79,10 @@ def benchmarks() -> list[Benchmark]:
             ["--size", "10000", "--duration", "2", "--rounds", "1"], services=True,
         ),
         Benchmark(
+            "notifications", "notifications.py", ["--samples", "20", "--subscribers", "100"],
+            ["--samples", "5", "--subscribers", "100"], services=True,
+        ),
+        Benchmark(
             "harvest", "harvest.py", ["--size", "100000", "--resync-size", "10000"],
             ["--size", "2000", "--resync-size", "500"],
         ),

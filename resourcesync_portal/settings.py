@@ -60,6 +60,7 @@ INSTALLED_APPS = [
     "django_elasticsearch_dsl",
     "sources",
     "sitemaps",
+    "notifications",
     "harvester",
 ]
 
@@ -248,6 +249,14 @@ RESOURCESYNC_DUMP_COMPRESSION = os.environ.get("RESOURCESYNC_DUMP_COMPRESSION", 
 # /files/<provider>/<set>/<path> (the demo uses it); off when a web server does.
 SERVE_RESOURCE_FILES = env_bool("SERVE_RESOURCE_FILES", True)
 
+# --- Change and framework notifications (WebSub) ------------------------------
+# Keys and defaults: notifications/conf.py. Without RESOURCESYNC_HUB_URL the
+# embedded hub at /resourcesync/hub serves the subscribers.
+RESOURCESYNC_NOTIFICATIONS = {
+    "HUB_URL": os.environ.get("RESOURCESYNC_HUB_URL", ""),
+    # e.g. "10.0.0.0/8" for subscribers on a private network; none by default (SSRF).
+    "ALLOWED_CALLBACK_NETWORKS": env_list("RESOURCESYNC_ALLOWED_CALLBACK_NETWORKS"),
+}
 # Sets whose resource_root_dir beat rescans (`manage.py scan`), as provider/set, comma-separated.
 RESOURCESYNC_SCAN_SETS = [
     path.strip() for path in os.environ.get("RESOURCESYNC_SCAN_SETS", "").split(",") if path.strip()
@@ -298,6 +307,14 @@ CELERY_BEAT_SCHEDULE = {
     "cleanup-documents": {
         "task": "sitemaps.tasks.cleanup_documents",
         "schedule": timedelta(minutes=5),
+    },
+    "resend-due-deliveries": {
+        "task": "notifications.tasks.resend_due_deliveries",
+        "schedule": timedelta(seconds=30),
+    },
+    "expire-subscriptions": {
+        "task": "notifications.tasks.expire_subscriptions",
+        "schedule": timedelta(minutes=10),
     },
     "scan-folders": {
         "task": "sources.tasks.scan_folders",

@@ -15,5 +15,6 @@ urlpatterns = [
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
     path("", include("sitemaps.urls")),
+    path("", include("notifications.urls")),
     path("", include("sources.urls")),
 ]

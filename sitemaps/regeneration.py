@@ -52,6 +52,7 @@ from .protocol.builders import (
     build_resource_list,
     build_resource_list_index,
 )
+from .signals import documents_changed
 from .storage import delete_document, save_document
 
 logger = logging.getLogger(__name__)
@@ -127,7 +128,18 @@ def regenerate(resource_set: ResourceSet, *, full: bool = False) -> Regeneration
         last_error="",
     )
     logger.info("Regenerated %s: %s", resource_set, report)
+    announce_documents(resource_set, report)
     return report
+
+
+def announce_documents(resource_set: ResourceSet, report: RegenerationReport) -> None:
+    """Send `documents_changed` after a run; log failing receivers."""
+    responses = documents_changed.send_robust(
+        sender=RegenerationRun, resource_set_id=resource_set.pk, report=report
+    )
+    for receiver, response in responses:
+        if isinstance(response, Exception):
+            logger.error("%s failed after regenerating %s: %r", receiver, resource_set, response)
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,8 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from tqdm import tqdm
 
-from harvester.config import ConfigError, load_config
+from harvester.config import ConfigError, HarvestConfig, load_config
+from harvester.follow import run_follow, single_set
 from harvester.report import SyncReport
 from harvester.state import StateError
 from harvester.sync import Mode, run_harvest
@@ -54,6 +55,13 @@ class Command(BaseCommand):
             const=Mode.AUDIT,
             help="compare the destination with the Resource List; change nothing",
         )
+        modes.add_argument(
+            "--follow",
+            action="store_const",
+            dest="mode",
+            const="follow",
+            help="catch up, then apply change notifications as they arrive (WebSub) until Ctrl-C",
+        )
         parser.add_argument(
             "--from",
             dest="range_from",
@@ -75,15 +83,10 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         try:
             config = load_config(options["config"])
-            with TqdmProgress() as progress:
-                report = run_harvest(
-                    config,
-                    options["mode"],
-                    range_from=options["range_from"],
-                    range_until=options["range_until"],
-                    dry_run=options["dry_run"],
-                    progress=progress,
-                )
+            if options["mode"] == "follow":
+                report = self._follow(config, options)
+            else:
+                report = self._harvest(config, options)
         except (ConfigError, HarvestError, StateError, OSError) as error:
             raise CommandError(str(error)) from error
         self._print(report)
@@ -91,6 +94,24 @@ class Command(BaseCommand):
             raise CommandError(f"{report.failed} failed; see the list above")
         if report.audit is not None and not report.audit.in_sync:
             raise CommandError("the destination differs from the source")
+
+    def _harvest(self, config: HarvestConfig, options: dict[str, Any]) -> SyncReport:
+        with TqdmProgress() as progress:
+            return run_harvest(
+                config,
+                options["mode"],
+                range_from=options["range_from"],
+                range_until=options["range_until"],
+                dry_run=options["dry_run"],
+                progress=progress,
+            )
+
+    def _follow(self, config: HarvestConfig, options: dict[str, Any]) -> SyncReport:
+        if options["range_from"] or options["range_until"] or options["dry_run"]:
+            raise CommandError("--follow takes no --from, --until or --dry-run")
+        config = single_set(config)
+        with TqdmProgress() as progress:
+            return run_follow(config, notify=self.stdout.write, progress=progress)
 
     def _print(self, report: SyncReport) -> None:
         for warning in report.warnings:
