@@ -32,10 +32,12 @@ from harvester.config import HarvestConfig
 from harvester.discovery import discover_capability_lists
 from harvester.documents import HarvestError, read_capabilities
 from harvester.incremental import run_incremental
-from harvester.report import NoProgress, Progress, SyncReport
+from harvester.report import NoProgress, Progress, SyncReport, report_to_journal
 from harvester.session import HarvestSession
 from harvester.sets import failed_set, merge_reports, set_folders
 from harvester.state import STATE_FILE, StateError, SyncState, destination_lock, load_state
+from journal.models import RunKind
+from journal.recording import record_run
 
 
 class Mode(StrEnum):
@@ -60,8 +62,33 @@ def run_harvest(
 
     Without a mode, each set gets its default (see `default_mode`). Raises
     HarvestError/StateError when it cannot run (for several sets: when none
-    can be found; one set failing is a failure in the report).
+    can be found; one set failing is a failure in the report). The run is
+    recorded in the journal under the URL given.
     """
+    with record_run(kind=RunKind.HARVEST, target=config.source_url) as journal:
+        report = _run_harvest(
+            config,
+            mode,
+            range_from=range_from,
+            range_until=range_until,
+            dry_run=dry_run,
+            progress=progress,
+            now=now,
+        )
+        report_to_journal(report, journal)
+    return report
+
+
+def _run_harvest(
+    config: HarvestConfig,
+    mode: Mode | str | None,
+    *,
+    range_from: dt.datetime | None,
+    range_until: dt.datetime | None,
+    dry_run: bool,
+    progress: Progress | None,
+    now: dt.datetime | None,
+) -> SyncReport:
     harvest_set = partial(
         run_set,
         mode=mode,

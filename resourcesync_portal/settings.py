@@ -45,7 +45,8 @@ CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS")
 PUBLIC_BASE_URL = os.environ.get("PUBLIC_BASE_URL", "http://127.0.0.1:8000").rstrip("/")
 
 INSTALLED_APPS = [
-    "django.contrib.admin",
+    # The admin with the dashboard as its index (dashboard/sites.py).
+    "dashboard.apps.PortalAdminConfig",
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
@@ -58,6 +59,8 @@ INSTALLED_APPS = [
     "sources",
     "sitemaps",
     "harvester",
+    "journal",
+    "dashboard",
 ]
 
 MIDDLEWARE = [
@@ -137,6 +140,8 @@ LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True
+# Times to the second everywhere (the admin's lists too): resourcesync_portal/formats/.
+FORMAT_MODULE_PATH = ["resourcesync_portal.formats"]
 
 STATIC_URL = "static/"
 STATIC_ROOT = DATA_DIR / "static"
@@ -221,6 +226,9 @@ RESOURCESYNC_PUBLISHED_DIR = os.environ.get(
     str(DATA_DIR / "published") if STORAGES["resourcesync"]["BACKEND"] == LOCAL_STORAGE else "",
 )
 
+# The journal of runs (journal/) keeps this many days; 0 keeps every run.
+RESOURCESYNC_JOURNAL_RETENTION_DAYS = int(os.environ.get("RESOURCESYNC_JOURNAL_RETENTION_DAYS", 90))
+
 # The portal serves the files under each set's resource_root_dir at
 # /files/<provider>/<set>/<path> (the demo uses it); off when a web server does.
 SERVE_RESOURCE_FILES = env_bool("SERVE_RESOURCE_FILES", True)
@@ -266,6 +274,10 @@ CELERY_BEAT_SCHEDULE = {
     "cleanup-documents": {
         "task": "sitemaps.tasks.cleanup_documents",
         "schedule": timedelta(minutes=5),
+    },
+    "prune-journal": {
+        "task": "journal.tasks.prune_journal",
+        "schedule": timedelta(hours=6),
     },
 }
 

@@ -27,6 +27,8 @@ from django.db import connections, transaction
 from django.db.models import Max, Min
 from django.utils import timezone
 
+from journal.models import RunKind
+from journal.recording import record_run
 from sources.generators import BaseGenerator, get_generator
 from sources.generators.base import ResourceRecord
 from sources.models import Change, ResourceSet
@@ -64,6 +66,7 @@ class RegenerationReport:
     indexes_written: list[str] = field(default_factory=list)
     through_change_id: int = 0
     seconds: float = 0.0
+    bytes_written: int = 0
 
     @property
     def pages_written(self) -> int:
@@ -73,7 +76,19 @@ class RegenerationReport:
             + len(self.indexes_written)
         )
 
+    def as_detail(self, *, full: bool) -> dict[str, object]:
+        """What the journal keeps of the run."""
+        return {
+            "full": full,
+            "resource_list_pages": self.resource_pages_written,
+            "change_lists": self.change_pages_written,
+            "indexes": self.indexes_written,
+            "through_change_id": self.through_change_id,
+        }
+
     def __str__(self) -> str:
+        if not self.pages_written:
+            return "nothing to rewrite: every document was up to date"
         return (
             f"rewrote {len(self.resource_pages_written)} resource list page(s), "
             f"{len(self.change_pages_written)} change list page(s) and "
@@ -113,14 +128,17 @@ def regenerate(resource_set: ResourceSet, *, full: bool = False) -> Regeneration
     held = lease.acquire(resource_set, now)
     if held is None:
         return None
-    try:
-        with lease.heartbeat(held) as beating:
-            report = RegenerationRun(
-                resource_set, held, full=full, now=now, heartbeat=beating
-            ).run()
-    except BaseException as error:  # interrupted too (Ctrl-C, a time limit): let go at once
-        held.release(last_error=f"{type(error).__name__}: {error}")
-        raise
+    with record_run(kind=RunKind.REGENERATION, resource_set=resource_set) as journal:
+        try:
+            with lease.heartbeat(held) as beating:
+                report = RegenerationRun(
+                    resource_set, held, full=full, now=now, heartbeat=beating
+                ).run()
+        except BaseException as error:  # interrupted too (Ctrl-C, a time limit): let go at once
+            held.release(last_error=f"{type(error).__name__}: {error}")
+            raise
+        journal.count(pages=report.pages_written, bytes=report.bytes_written)
+        journal.detail = report.as_detail(full=full)
     report.seconds = time.monotonic() - started
     held.release(
         through_change_id=report.through_change_id,
@@ -227,9 +245,13 @@ class RegenerationRun:
             id__lte=self.watermark,
         )
 
-    def progress(self, done: int, total: int) -> None:
-        """Show progress; it is also a heartbeat, and stops a run that lost its lease."""
-        self.lease.beat(progress_done=done, progress_total=total)
+    def progress(self, *, remaining: int) -> None:
+        """Show progress over Change Lists and Resource List pages written so far and left.
+
+        It is also a heartbeat, and stops a run that lost its lease.
+        """
+        done = len(self.report.change_pages_written) + len(self.report.resource_pages_written)
+        self.lease.beat(progress_done=done, progress_total=done + remaining)
 
     @contextmanager
     def forking(self) -> Iterator[None]:
@@ -355,7 +377,6 @@ class RegenerationRun:
         """
         built_in_index = multi if multi is not None else len(pages) > 1
         queue = list(dirty)
-        done = 0
         with self.prebuilt(queue, built_in_index) as prebuilt:
             while queue:
                 page = queue.pop(0)
@@ -368,8 +389,7 @@ class RegenerationRun:
                     if stored is None:
                         continue
                 self.store_page(page, stored, in_index)
-                done += 1
-                self.progress(done, done + len(queue))
+                self.progress(remaining=len(queue))
         return pages
 
     def build_here(
@@ -499,14 +519,20 @@ class RegenerationRun:
         if self.now - open_page.since >= self.capabilities.changelist_rotation:
             pages.append(self.close(open_page, self.now))
             changed = True
-        for page in pages:
-            if page.final and not self.full:
-                continue
-            if page.until is None and not changed:
+        for position, page in enumerate(pages):  # it grows when a full open list closes
+            if not self.change_page_due(page, changed):
                 continue
             self.write_change_page(page, pages)
+            later = pages[position + 1 :]
+            self.progress(remaining=sum(self.change_page_due(p, changed) for p in later))
         if changed or self.report.change_pages_written:
             self.write_change_index(pages)
+
+    def change_page_due(self, page: ChangeListPage, changed: bool) -> bool:
+        """A final list only in a full run; the open one only when it has new changes."""
+        if page.final and not self.full:
+            return False
+        return page.until is not None or changed
 
     def first_change_list(self) -> ChangeListPage:
         earliest = Change.objects.filter(resource_set=self.resource_set).aggregate(
@@ -588,6 +614,7 @@ class RegenerationRun:
         """
         previous = document.storage_name
         document.storage_name, document.etag = name, etag
+        self.report.bytes_written += document.size
         document.save()
         publishing.publish(self.resource_set, document)
         if previous and previous != name:
