@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime as dt
 from collections import defaultdict
 from typing import Any
+from urllib.parse import urlencode
 
 from django.db.models import Count, IntegerField, OuterRef, QuerySet, Subquery
 from django.db.models.functions import Coalesce, TruncDate, TruncHour
@@ -66,7 +67,7 @@ def _sets_with_counts(now: dt.datetime) -> QuerySet[ResourceSet]:
         .values("n")
     )
     sets = ResourceSet.objects.select_related("provider", "regeneration_state").annotate(
-        resources=Coalesce(Subquery(resources, output_field=IntegerField()), 0),
+        resource_count=Coalesce(Subquery(resources, output_field=IntegerField()), 0),
         changes_today=Coalesce(Subquery(today, output_field=IntegerField()), 0),
         last_run_id=Subquery(
             Run.objects.filter(resource_set=OuterRef("pk"), kind=RunKind.REGENERATION)
@@ -118,7 +119,7 @@ def changes_chart(now: dt.datetime, resource_set: ResourceSet | None = None) -> 
     counts = changes_by_day(start_of_today(now) - dt.timedelta(days=DAYS - 1), resource_set)
     series = [
         charts.Series(
-            name=change.label,
+            name=change.value,
             values=[counts.get(day, {}).get(change, 0) for day in days],
             colour=colour,
         )
@@ -174,8 +175,9 @@ def set_links(resource_set: ResourceSet, now: dt.datetime) -> dict[str, str]:
     tomorrow = today + dt.timedelta(days=1)
     return {
         "changes": reverse("admin:sources_change_changelist") + where,
+        # As the admin's own "Today" filter spells it: aware datetimes.
         "changes_today": reverse("admin:sources_change_changelist")
-        + f"{where}&timestamp__gte={today.date()}&timestamp__lt={tomorrow.date()}",
+        + f"{where}&{urlencode({'timestamp__gte': today, 'timestamp__lt': tomorrow})}",
         "resources": reverse("admin:sources_resource_changelist") + where,
         "runs": reverse("admin:journal_run_changelist") + where,
         "set": reverse("admin:sources_resourceset_change", args=[resource_set.pk]),
