@@ -50,8 +50,8 @@ def test_each_set_shows_resources_changes_today_pending_pages_and_last_regenerat
     html = dashboard(admin_client)
     row = row_of(html, "acme/articles")
     cells = re.findall(r'<td class="number"><a href="([^"]+)">(\d+)</a></td>', row)
-    (resources_url, resources), (today_url, today), (pending_url, _) = cells
-    assert (resources, today) == ("24", "27")
+    (resources_url, resources), (today_url, today), (_, pending) = cells
+    assert (resources, today, pending) == ("24", "27", "0")
     assert f"resource_set__id__exact={articles.pk}" in resources_url
     assert re.search(r"3 resource list, [34] change list", row)
     assert 'class="run-succeeded">succeeded</span>' in row
