@@ -15,7 +15,7 @@ from django.utils.safestring import SafeString, mark_safe
 
 WIDTH, HEIGHT = 720, 220
 #: Room for the y axis labels (left), the legend (top) and the x labels (bottom).
-LEFT, TOP, BOTTOM, RIGHT = 48, 28, 24, 8
+LEFT, TOP, BOTTOM, RIGHT = 56, 40, 24, 8
 HIGHLIGHT = "#c62828"
 TEXT = {"font-size": "11", "font-family": "system-ui, sans-serif", "fill": "currentColor"}
 
@@ -74,7 +74,7 @@ def _axes(svg: ET.Element, labels: Sequence[str], top_value: float, unit: str) -
              "stroke": "#999", "stroke-opacity": "0.4"},
         )  # fmt: skip
         _text(svg, LEFT - 4, y + 4, _number(top_value * fraction), **{"text-anchor": "end"})
-    _text(svg, 2, TOP - 14, unit)
+    _text(svg, LEFT, TOP - 8, unit)
     if labels:
         _text(svg, LEFT, HEIGHT - 6, labels[0].split(" ")[0])
         _text(svg, WIDTH - RIGHT, HEIGHT - 6, labels[-1].split(" ")[0], **{"text-anchor": "end"})

@@ -8,7 +8,7 @@ from django.contrib import admin
 from django.http import HttpRequest
 from django.utils.html import format_html
 
-from .models import Outcome, Run
+from .models import Outcome, Run, run_counts
 
 
 @admin.register(Run)
@@ -19,11 +19,7 @@ class RunAdmin(admin.ModelAdmin):
         "target",
         "outcome_badge",
         "took",
-        "events",
-        "resources",
-        "pages",
-        "packages",
-        "bytes",
+        "written",
     )
     list_filter = ("kind", "outcome", "resource_set", ("started_at", admin.DateFieldListFilter))
     search_fields = ("target", "error")
@@ -67,6 +63,10 @@ class RunAdmin(admin.ModelAdmin):
         if run.duration is None:
             return "still running" if run.outcome == Outcome.RUNNING else "-"
         return f"{run.duration.total_seconds():.2f} s"
+
+    @admin.display(description="counts")
+    def written(self, run: Run) -> str:
+        return run_counts(run)
 
     @admin.display(description="reported")
     def reported(self, run: Run) -> str:

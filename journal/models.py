@@ -88,3 +88,9 @@ class Run(models.Model):
 
 #: The counts a run carries, in the order people read them.
 COUNTS = ("events", "resources", "pages", "packages", "bytes")
+
+
+def run_counts(run: Run) -> str:
+    """'4 pages, 16950 bytes': the counts that are not zero, for lists and the command."""
+    counts = [f"{getattr(run, name)} {name}" for name in COUNTS if getattr(run, name)]
+    return ", ".join(counts) or "nothing written"

@@ -6,7 +6,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from journal.models import COUNTS, Run, RunKind
+from journal.models import Run, RunKind, run_counts
 from journal.selectors import runs_recent
 from sources.models import ResourceSet
 
@@ -47,10 +47,9 @@ def _resource_set(path: str) -> ResourceSet:
 def run_line(run: Run) -> str:
     """One line per run: when, what, how it ended, what it wrote, and why it failed."""
     took = f"{run.duration.total_seconds():.1f}s" if run.duration is not None else "-"
-    counts = ", ".join(f"{getattr(run, name)} {name}" for name in COUNTS if getattr(run, name))
     line = (
         f"{run.started_at:%Y-%m-%d %H:%M:%S}  {run.kind:<12}  {run.target}  "
-        f"{run.outcome}  {took}  {counts or 'nothing written'}"
+        f"{run.outcome}  {took}  {run_counts(run)}"
     )
     if run.error:
         error = " ".join(run.error.split())
