@@ -249,6 +249,10 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # Only the ways clients authenticate (a token, two headers), not the admin's
+    # session behind the browsable API, and not the schema endpoint itself.
+    "AUTHENTICATION_WHITELIST": ["sources.api.authentication.ApiTokenAuthentication"],
+    "SERVE_INCLUDE_SCHEMA": False,
     "TITLE": "ResourceSync portal API",
     "DESCRIPTION": "Ingestion of resource events from the harvester (DIT).",
     "VERSION": "1.0.0",
