@@ -35,6 +35,22 @@ CHANGE_COLOURS = {
 }
 
 
+class ReceiptDay(TruncDate):
+    """TruncDate; on SQLite a substring of the stored UTC text, not a Python call per row."""
+
+    def as_sqlite(self, compiler: Any, connection: Any, **extra: Any) -> tuple[str, list[Any]]:
+        sql, params = compiler.compile(self.lhs)
+        return f"substr({sql}, 1, 10)", params
+
+
+class ReceiptHour(TruncHour):
+    """TruncHour; on SQLite a substring of the stored UTC text, not a Python call per row."""
+
+    def as_sqlite(self, compiler: Any, connection: Any, **extra: Any) -> tuple[str, list[Any]]:
+        sql, params = compiler.compile(self.lhs)
+        return f"substr({sql}, 1, 13) || ':00:00'", params
+
+
 def start_of_today(now: dt.datetime) -> dt.datetime:
     return timezone.localtime(now).replace(hour=0, minute=0, second=0, microsecond=0)
 
@@ -86,7 +102,7 @@ def changes_by_day(
     if resource_set is not None:
         changes = changes.filter(resource_set=resource_set)
     rows = (
-        changes.annotate(day=TruncDate("timestamp"))
+        changes.annotate(day=ReceiptDay("timestamp"))
         .values("day", "change")
         .annotate(n=Count("*"))
         .order_by()
@@ -104,7 +120,7 @@ def changes_by_hour(
     changes = Change.objects.filter(timestamp__gte=since)
     if resource_set is not None:
         changes = changes.filter(resource_set=resource_set)
-    rows = changes.annotate(hour=TruncHour("timestamp")).values("hour").annotate(n=Count("*"))
+    rows = changes.annotate(hour=ReceiptHour("timestamp")).values("hour").annotate(n=Count("*"))
     return {row["hour"]: row["n"] for row in rows.order_by()}
 
 
