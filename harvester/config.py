@@ -101,6 +101,8 @@ class HarvestConfig:
     use_dumps: bool = True
     delete: bool = True
     allowed_hosts: tuple[str, ...] = ()
+    #: `harvest --delete`: a baseline also removes local files the source no longer lists.
+    delete_unlisted: bool = False
 
     def require_capability_list_url(self) -> str:
         """The Capability List's URL, which a `source_url` only gives after discovery."""
