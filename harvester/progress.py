@@ -13,6 +13,8 @@ from typing import Any, TextIO
 
 from tqdm import tqdm
 
+from harvester.report import NoProgress
+
 #: Plain progress lines: at most one per this many seconds, or per 10 % of the total.
 LINE_SECONDS = 30.0
 LINE_SHARE = 0.1
@@ -73,6 +75,20 @@ class LineProgress:
         self._last_time, self._last_done = time.monotonic(), self.done
 
 
-def progress_for(stream: TextIO) -> BarProgress | LineProgress:
-    """A bar on a terminal, lines anywhere else (cron, a log file, a pipe)."""
+class QuietProgress(NoProgress):
+    """No progress at all (`-v 0`)."""
+
+    def __enter__(self) -> QuietProgress:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        """Nothing to close."""
+
+
+def progress_for(
+    stream: TextIO, *, quiet: bool = False
+) -> BarProgress | LineProgress | QuietProgress:
+    """A bar on a terminal, lines anywhere else (cron, a log file, a pipe), none when quiet."""
+    if quiet:
+        return QuietProgress()
     return BarProgress(stream) if stream.isatty() else LineProgress(stream)

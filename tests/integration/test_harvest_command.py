@@ -51,6 +51,8 @@ def test_progress_is_one_count_over_every_part_in_plain_lines_off_a_terminal(
     lines = [line for line in err.splitlines() if line.startswith("progress:")]
     assert lines and lines[-1] == "progress: 5/5 (100%) download"
     assert "\r" not in err  # no bar drawing in a log
+    _, quiet = harvest(write_config(tmp_path, site, mirror), "--baseline", "-v", "0")
+    assert "progress:" not in quiet
 
 
 def test_on_a_terminal_one_bar_grows_with_each_phase():

@@ -3,7 +3,8 @@
 
 Without a mode flag the run is incremental once a baseline has succeeded,
 else a baseline. Exits non-zero when anything failed or an audit differs.
-Progress goes to stderr: one bar on a terminal, plain lines otherwise (cron).
+Progress goes to stderr: one bar on a terminal, plain lines otherwise (cron);
+`-v 0` turns it off.
 """
 
 from __future__ import annotations
@@ -101,7 +102,7 @@ class Command(BaseCommand):
             config = load_config(options["config"])
             if options["delete"]:
                 config = replace(config, delete=True, delete_unlisted=True)
-            with progress_for(self.stderr._out) as progress:
+            with progress_for(self.stderr._out, quiet=options["verbosity"] == 0) as progress:
                 report = run_harvest(
                     config,
                     options["mode"],
