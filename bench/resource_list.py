@@ -36,6 +36,7 @@ adds its Change Lists to every regeneration.
 from __future__ import annotations
 
 import argparse
+import collections
 import gzip
 import hashlib
 import io
@@ -165,15 +166,11 @@ def load(resource_set, size: int) -> None:
 
     from sources.bulk import BulkWriter
     from sources.models import Change, Resource
-    from sources.services import RESOURCE_UPDATE_FIELDS
+    from sources.services import ChangeRow, ResourceRow
 
-    resources = BulkWriter(Resource, ["id", "resource_set", "uri", *RESOURCE_UPDATE_FIELDS])
-    changes = BulkWriter(
-        Change,
-        ["resource_set", "resource_key", "change", "location_type", "location_value", "uri",
-         "length", "md5", "sha256", "mime", "lastmod", "ln", "datetime", "timestamp",
-         "event_id", "indexed"],
-    )  # fmt: skip
+    numbered = collections.namedtuple("NumberedResourceRow", ["id", *ResourceRow._fields])
+    resources = BulkWriter(Resource, numbered)
+    changes = BulkWriter(Change, ChangeRow)
     received = timezone.now()
     set_id = resource_set.pk
     for start in range(0, size, COMMIT_EVERY):
@@ -182,34 +179,42 @@ def load(resource_set, size: int) -> None:
                 resource_rows, change_rows = [], []
                 for n in range(chunk, min(chunk + LOAD_CHUNK, size)):
                     event = make_event(n)
-                    values = [
-                        event.location_type, event.location_value, event.length, event.md5,
-                        event.sha256, event.mime, event.lastmod,
-                        [link.as_json() for link in event.links],
-                    ]  # fmt: skip
-                    resource_rows.append([n + 1, set_id, event.uri, *values, received])
+                    values = {
+                        "location_type": event.location_type,
+                        "location_value": event.location_value,
+                        "uri": event.uri,
+                        "length": event.length,
+                        "md5": event.md5,
+                        "sha256": event.sha256,
+                        "mime": event.mime,
+                        "lastmod": event.lastmod,
+                        "ln": [link.as_json() for link in event.links],
+                    }
+                    resource_rows.append(
+                        numbered(id=n + 1, resource_set=set_id, timestamp=received, **values)
+                    )
                     change_rows.append(
-                        [set_id, n + 1, "created", *values[:2], event.uri, *values[2:],
-                         received + timedelta(microseconds=n), received, "", False]
+                        ChangeRow(
+                            resource_set=set_id, resource_key=n + 1, change="created",
+                            datetime=received + timedelta(microseconds=n), timestamp=received,
+                            event_id="", indexed=False, **values,
+                        )
                     )  # fmt: skip
                 resources.insert(resource_rows)
                 changes.insert(change_rows)
 
 
 def ingest(resource_set, event) -> None:
-    """One event through the real service, with the after-commit hooks detached.
+    """One event through the real service, with the `events_ingested` receivers muted.
 
-    The hooks would index and regenerate at once (eager Celery); the bench
+    They would index and regenerate at once (eager Celery); the bench
     runs those steps itself so it can time them and read the report.
     """
     from sources import services
+    from sources.signals import events_ingested, receivers_muted
 
-    hooks = services.after_ingest_hooks[:]
-    services.after_ingest_hooks.clear()
-    try:
+    with receivers_muted(events_ingested):
         result = services.ingest_events(resource_set=resource_set, events=[event])
-    finally:
-        services.after_ingest_hooks[:] = hooks
     check(getattr(result, event.change) == 1, f"the event was not applied: {result.counts()}")
 
 
@@ -440,10 +445,15 @@ def page_holding(resource_set, key: int) -> int:
 # Phases
 
 
+#: Settings entries by backend; the Elasticsearch one is the environment's (`configure`).
+GENERATOR_ENTRIES: dict[str, dict[str, Any]] = {}
+
+
 def use_generator(backend: str) -> None:
     from django.conf import settings
 
-    settings.RESOURCESYNC_GENERATORS = {"default": {"BACKEND": backend}}
+    entry = GENERATOR_ENTRIES.get(backend, {"BACKEND": backend})
+    settings.RESOURCESYNC_GENERATORS = {"default": entry}
 
 
 def forget_resource_list(resource_set) -> None:
@@ -512,7 +522,7 @@ def run_generator(name: str, resource_set, args, expected: Expected, serial: int
 def timed_change(name: str, resource_set, args, expected: Expected, change: str, n: int) -> dict:
     """One event, then a regeneration that must rewrite the page holding it and the index."""
     from sitemaps.regeneration import regenerate
-    from sources.indexing import index_pending_changes
+    from sources.generators import get_generator
     from sources.models import Resource
 
     key = n + 1
@@ -520,8 +530,7 @@ def timed_change(name: str, resource_set, args, expected: Expected, change: str,
     version = expected.versions.get(n, 1) + 1 if change == "updated" else 1
     started = time.perf_counter()
     ingest(resource_set, make_event(n, change, version))
-    if name == "elasticsearch":
-        index_pending_changes(resource_set.pk)
+    get_generator().index_pending(resource_set.pk)
     figures["ingest_seconds"] = round(time.perf_counter() - started, 3)
     if change == "updated":
         expected.versions[n] = version
@@ -555,16 +564,17 @@ def timed_change(name: str, resource_set, args, expected: Expected, change: str,
 def mirror(resource_set, expected: Expected) -> dict[str, Any]:
     """Drop and refill this bench's indices through `sources.indexing`.
 
-    `index_pending_changes` takes its changes in batches, one after the other;
+    `index_pending` takes its changes in batches, one after the other;
     here each CPU takes a share of them, in the same batches, to the same
-    `index_changes`. A last `index_pending_changes` must then find none.
+    `index_changes`. A last `index_pending` must then find none.
     """
     from sources.generators import get_generator
-    from sources.indexing import ensure_indices, index_pending_changes
     from sources.models import Change
 
+    use_generator(ELASTICSEARCH)
+    generator = get_generator()
     drop_indices()
-    ensure_indices()
+    generator.mirror.ensure_indices()
     pending = list(
         Change.objects.filter(resource_set=resource_set, indexed=False)
         .order_by("pk")
@@ -576,10 +586,9 @@ def mirror(resource_set, expected: Expected) -> dict[str, Any]:
     with measured(figures):
         calls = [(pending[start : start + share],) for start in range(0, len(pending), share)]
         figures["changes_indexed"] = sum(in_children(index_share, calls))
-    check(not index_pending_changes(resource_set.pk), "changes were left unindexed")
+    check(not generator.index_pending(resource_set.pk), "changes were left unindexed")
     check(figures["changes_indexed"] == len(pending), f"indexed {figures['changes_indexed']}")
-    use_generator(ELASTICSEARCH)
-    count = get_generator().count_resources(resource_set)
+    count = generator.count_resources(resource_set)
     check(count == expected.present, f"Elasticsearch holds {count}, not {expected.present}")
     figures["changes_per_second"] = round(figures["changes_indexed"] / figures["seconds"])
     say("elasticsearch: indexing", figures)
@@ -587,27 +596,23 @@ def mirror(resource_set, expected: Expected) -> dict[str, Any]:
 
 
 def index_share(keys: list[int]) -> int:
-    """Index these changes as `index_pending_changes` does: its batches, its `index_changes`."""
-    from django.conf import settings
-    from elasticsearch.dsl.connections import connections
+    """Index these changes as `index_pending` does: its batches, its `index_changes`."""
+    from sources.generators import get_generator
+    from sources.indexing import BATCH_SIZE
 
-    from sources.indexing import BATCH_SIZE, index_changes
-
-    # A client of its own: the one inherited from the parent shares its sockets.
-    connections.configure()
-    connections.configure(**settings.ELASTICSEARCH_DSL)
+    # A forked child: the mirror builds a client of its own.
+    mirror = get_generator().mirror
     done = 0
     for start in range(0, len(keys), BATCH_SIZE):
-        done += index_changes(keys[start : start + BATCH_SIZE])
+        done += mirror.index_changes(keys[start : start + BATCH_SIZE])
     return done
 
 
 def drop_indices() -> None:
-    from sources.documents import changes_index, resources_index
-    from sources.indexing import client
+    from sources.generators import get_generator
 
-    names = f"{resources_index._name},{changes_index._name}"
-    client().indices.delete(index=names, ignore_unavailable=True)
+    use_generator(ELASTICSEARCH)
+    get_generator().mirror.delete_indices()
 
 
 def say(what: str, figures: dict[str, Any]) -> None:
@@ -636,6 +641,10 @@ def configure(work: Path, args: argparse.Namespace) -> None:
     import django
 
     django.setup()
+    from django.conf import settings
+
+    if args.elasticsearch:
+        GENERATOR_ENTRIES[ELASTICSEARCH] = settings.RESOURCESYNC_GENERATORS["default"]
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

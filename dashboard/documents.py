@@ -1,7 +1,7 @@
 """A set's published documents for people: the list with links, and one document as a table.
 
 Staff read a document here as HTML, parsed by the project's one reader
-(`sitemaps.reader`); the XML that destinations fetch stays exactly as written.
+(`sitemaps.protocol.reader`); the XML that destinations fetch stays exactly as written.
 """
 
 from __future__ import annotations
@@ -12,9 +12,15 @@ from dataclasses import dataclass
 from django.core.paginator import Page, Paginator
 from django.http import Http404
 
-from sitemaps import documents, links
-from sitemaps.models import ChangeListPage, IndexDocument, ResourceListPage, StoredDocument
-from sitemaps.reader import Document, parse_document
+from sitemaps import descriptions, links
+from sitemaps.models import (
+    ChangeListPage,
+    DumpDocument,
+    IndexDocument,
+    ResourceListPage,
+    StoredDocument,
+)
+from sitemaps.protocol.reader import Document, parse_document
 from sitemaps.storage import document_storage
 from sources.models import ResourceSet
 
@@ -24,6 +30,8 @@ ENTRIES_PER_PAGE = 500
 CHANGE_LISTS_SHOWN = 20
 CAPABILITY_LIST = "capabilitylist.xml"
 _NUMBERED = re.compile(r"^(resourcelist|changelist)-(\d+)\.xml$")
+_DUMP = re.compile(r"^(resourcedump|changedump)(?:-(\d+))?\.xml$")
+_INDEXES = {f"{kind}.xml": kind for kind in IndexDocument.Kind.values}
 
 
 @dataclass(frozen=True)
@@ -53,7 +61,8 @@ def set_documents(resource_set: ResourceSet) -> dict[str, object]:
         "capability_list": DocumentLink(CAPABILITY_LIST, links.capability_list_url(resource_set)),
         "indexes": [
             _link(resource_set, d)
-            for d in IndexDocument.objects.filter(resource_set=resource_set, **written)
+            for model in (IndexDocument, DumpDocument)
+            for d in model.objects.filter(resource_set=resource_set, **written)
         ],
         "resource_list_pages": [
             _link(resource_set, d)
@@ -66,16 +75,18 @@ def set_documents(resource_set: ResourceSet) -> dict[str, object]:
 
 def stored_document(resource_set: ResourceSet, name: str) -> StoredDocument:
     """The stored document with this public name; 404 when there is none."""
-    found: StoredDocument | None
-    numbered = _NUMBERED.match(name)
+    found: StoredDocument | None = None
+    numbered, dump = _NUMBERED.match(name), _DUMP.match(name)
     if numbered:
         model = ResourceListPage if numbered[1] == "resourcelist" else ChangeListPage
         found = model.objects.filter(resource_set=resource_set, number=int(numbered[2])).first()
-    elif name in ("resourcelist.xml", "changelist.xml"):
-        kind = name.removesuffix(".xml")
+    elif name in _INDEXES:
+        kind = _INDEXES[name]
         found = IndexDocument.objects.filter(resource_set=resource_set, kind=kind).first()
-    else:
-        found = None
+    elif dump:
+        number = int(dump[2] or 0)
+        documents = DumpDocument.objects.filter(resource_set=resource_set, kind=dump[1])
+        found = documents.filter(number=number).first()
     if found is None or not found.storage_name:
         raise Http404(f"{resource_set.path} has no document {name}.")
     return found
@@ -84,7 +95,7 @@ def stored_document(resource_set: ResourceSet, name: str) -> StoredDocument:
 def document_content(resource_set: ResourceSet, name: str) -> bytes:
     """The document's bytes as published (the Capability List is built as it is served)."""
     if name == CAPABILITY_LIST:
-        return documents.capability_list(resource_set)
+        return descriptions.capability_list(resource_set)
     with document_storage().open(stored_document(resource_set, name).storage_name, "rb") as handle:
         return handle.read()
 
@@ -99,6 +110,7 @@ def view_name(resource_set: ResourceSet, url: str) -> str | None:
     """The name of this set's document at `url`, to link its HTML view; None for others."""
     prefix = links.absolute(f"/resourcesync/{resource_set.path}/")
     name = url.removeprefix(prefix)
-    if url.startswith(prefix) and (_NUMBERED.match(name) or name.endswith("list.xml")):
+    readable = _NUMBERED.match(name) or _DUMP.match(name) or name in _INDEXES
+    if url.startswith(prefix) and readable:
         return name
     return None

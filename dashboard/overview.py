@@ -20,8 +20,9 @@ from django.utils import timezone
 from django.utils.safestring import SafeString
 
 from journal.models import Run, RunKind
+from sitemaps.protocol.constants import ChangeType
 from sitemaps.selectors import with_regeneration_status
-from sources.models import Change, ChangeType, Resource, ResourceSet
+from sources.models import Change, Resource, ResourceSet
 
 from . import charts
 

@@ -27,7 +27,7 @@ from django.urls import URLPattern, path, reverse
 from django.utils import timezone
 
 from journal.selectors import runs_recent
-from sitemaps.reader import ResourceSyncParseError
+from sitemaps.protocol.reader import ResourceSyncParseError
 from sitemaps.selectors import dirty_resource_pages
 from sitemaps.tasks import regenerate_resource_set
 from sources.models import ResourceSet

@@ -15,7 +15,6 @@ from functools import partial
 from pathlib import Path, PurePosixPath
 
 from harvester.concurrency import map_bounded
-from harvester.documents import HarvestError, list_documents
 from harvester.mapping import RESERVED_PREFIX, UnsafePathError, resource_path
 from harvester.report import AuditResult, Difference
 from harvester.session import HarvestSession
@@ -28,8 +27,9 @@ from harvester.storage import (
     file_digests,
     regular_file_stat,
 )
-from sitemaps.constants import Capability
-from sitemaps.reader import Entry
+from harvester.walk import HarvestError, list_documents
+from sitemaps.protocol.constants import Capability
+from sitemaps.protocol.reader import ParsedEntry
 
 
 class Verdict(StrEnum):
@@ -74,7 +74,9 @@ def run_audit(session: HarvestSession, capabilities: dict[str, str]) -> AuditRes
     return result
 
 
-def compare(session: HarvestSession, entry: Entry) -> tuple[Verdict, str, PurePosixPath | None]:
+def compare(
+    session: HarvestSession, entry: ParsedEntry
+) -> tuple[Verdict, str, PurePosixPath | None]:
     """Verdict, explanation and mapped path for one listed resource."""
     try:
         target = resource_path(session.destination, entry.loc)

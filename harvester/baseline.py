@@ -18,12 +18,12 @@ from __future__ import annotations
 import datetime as dt
 from pathlib import PurePosixPath
 
-from harvester.documents import HarvestError, list_documents
 from harvester.dumps import download_packages, extract_members, read_manifest, work_directory
 from harvester.session import HarvestSession
 from harvester.transfer import download_resources
 from harvester.unlisted import listed_paths, remove_unlisted
-from sitemaps.constants import Capability
+from harvester.walk import HarvestError, list_documents
+from sitemaps.protocol.constants import Capability
 
 
 def run_baseline(session: HarvestSession, capabilities: dict[str, str]) -> dt.datetime | None:

@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from sitemaps.reader import Entry
+from sitemaps.protocol.reader import ParsedEntry
 
 S = TypeVar("S")
 
@@ -25,7 +25,7 @@ S = TypeVar("S")
 class Change(Generic[S]):
     """A change entry with where it came from (a list URL, a package) and its position."""
 
-    entry: Entry
+    entry: ParsedEntry
     origin: S
     position: int
 
@@ -50,7 +50,7 @@ def intersects(
     return (start is None or start <= range_until) and (end is None or end >= range_from)
 
 
-def in_range(entry: Entry, range_from: dt.datetime, range_until: dt.datetime) -> bool:
+def in_range(entry: ParsedEntry, range_from: dt.datetime, range_until: dt.datetime) -> bool:
     """Whether the change happened within the range, bounds included."""
     return entry.datetime is None or range_from <= entry.datetime <= range_until
 

@@ -41,7 +41,7 @@ from urllib.parse import urlsplit
 
 import yaml
 
-from sitemaps.reader import DEFAULT_MAX_BYTES
+from sitemaps.protocol.reader import DEFAULT_MAX_BYTES
 
 SUPPORTED_HASHES = ("md5", "sha-256")
 #: The largest resource copied unless `max_resource_bytes` says otherwise: 1 GiB.

@@ -19,9 +19,9 @@ import lxml.html
 from lxml import etree
 
 from harvester.client import FetchError, HarvestClient, Page
-from harvester.documents import HarvestError
-from sitemaps.constants import Capability
-from sitemaps.reader import ResourceSyncParseError, parse_document
+from harvester.walk import HarvestError
+from sitemaps.protocol.constants import Capability
+from sitemaps.protocol.reader import ResourceSyncParseError, parse_document
 
 WELL_KNOWN_PATH = "/.well-known/resourcesync"
 RELATION = "resourcesync"

@@ -22,7 +22,6 @@ from collections.abc import Iterable
 from typing import Any
 
 from harvester.changes import Change, intersects, latest_changes
-from harvester.documents import HarvestError, list_documents
 from harvester.dumps import (
     Package,
     download_packages,
@@ -32,9 +31,9 @@ from harvester.dumps import (
 )
 from harvester.session import HarvestSession
 from harvester.transfer import delete_resources, download_resources
-from sitemaps.constants import Capability
-from sitemaps.constants import Change as ChangeType
-from sitemaps.reader import Document, Entry
+from harvester.walk import HarvestError, list_documents
+from sitemaps.protocol.constants import Capability, ChangeType
+from sitemaps.protocol.reader import Document, ParsedEntry
 
 
 def run_incremental(
@@ -125,7 +124,7 @@ def _documents_in_range(
     range_from: dt.datetime,
     range_until: dt.datetime,
 ) -> list[Document]:
-    def parts_in_range(index: Document) -> list[Entry]:
+    def parts_in_range(index: Document) -> list[ParsedEntry]:
         parts = [p for p in index.entries if intersects(p.from_, p.until, range_from, range_until)]
         return sorted(parts, key=lambda part: part.from_ or dt.datetime.min.replace(tzinfo=dt.UTC))
 
@@ -133,7 +132,7 @@ def _documents_in_range(
     return [d for d in documents if intersects(d.from_, d.until, range_from, range_until)]
 
 
-def _entries(documents: Iterable[Document]) -> Iterable[tuple[Document, Entry]]:
+def _entries(documents: Iterable[Document]) -> Iterable[tuple[Document, ParsedEntry]]:
     for document in documents:
         for entry in document.entries:
             yield document, entry

@@ -9,7 +9,7 @@ from pathlib import Path
 from harvester.client import HarvestClient
 from harvester.config import HarvestConfig
 from harvester.report import DEFERRED, NoProgress, Outcome, Progress, SyncReport
-from harvester.state import ResourceRecord, SyncState, save_state
+from harvester.state import LocalCopy, SyncState, save_state
 
 #: Save the state at least this often (seconds) during a long run, so a crash loses little.
 CHECKPOINT_SECONDS = 30.0
@@ -40,7 +40,7 @@ class HarvestSession:
         return self.config.destination
 
     def record(
-        self, outcome: Outcome, *, copy: ResourceRecord | None = None, forget: bool = False
+        self, outcome: Outcome, *, copy: LocalCopy | None = None, forget: bool = False
     ) -> None:
         """Count an outcome; remember the copy it produced, forget a deleted one, or
         note one a baseline left unsettled."""

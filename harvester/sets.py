@@ -12,9 +12,9 @@ from __future__ import annotations
 import os
 from pathlib import PurePosixPath
 
-from harvester.documents import HarvestError
 from harvester.mapping import UnsafePathError, resource_relpath
 from harvester.report import Action, AuditResult, Difference, Outcome, SyncReport
+from harvester.walk import HarvestError
 
 
 def set_folders(capability_lists: list[str]) -> dict[str, PurePosixPath]:

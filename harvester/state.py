@@ -35,7 +35,7 @@ class StateError(Exception):
 
 
 @dataclass(frozen=True, slots=True)
-class ResourceRecord:
+class LocalCopy:
     """A copy as it was written: enough to tell later whether it is still the same."""
 
     path: str
@@ -53,7 +53,7 @@ class SyncState:
     synced_until: dt.datetime | None = None
     last_mode: str | None = None
     last_run_at: dt.datetime | None = None
-    resources: dict[str, ResourceRecord] = field(default_factory=dict)
+    resources: dict[str, LocalCopy] = field(default_factory=dict)
     #: URI -> what a baseline found (gone, or different from its listing), to settle.
     unsettled: dict[str, str] = field(default_factory=dict)
 
@@ -89,7 +89,7 @@ class SyncState:
             last_mode=data.get("last_mode"),
             last_run_at=_datetime(data.get("last_run_at")),
             resources={
-                uri: ResourceRecord(
+                uri: LocalCopy(
                     path=str(item["path"]),
                     length=int(item["length"]),
                     digests={str(k): str(v) for k, v in item.get("digests", {}).items()},

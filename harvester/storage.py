@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harvester.mapping import UnsafePathError, make_parents, refuse_symlinks
-from sitemaps.reader import Entry
+from sitemaps.protocol.reader import ParsedEntry
 
 #: ResourceSync hash names and their hashlib equivalents.
 HASHLIB_NAMES = {"md5": "md5", "sha-1": "sha1", "sha-256": "sha256"}
@@ -57,7 +57,7 @@ class Expected:
     hashes: dict[str, str] = field(default_factory=dict)
 
     @classmethod
-    def from_entry(cls, entry: Entry, algorithms: Iterable[str]) -> Expected:
+    def from_entry(cls, entry: ParsedEntry, algorithms: Iterable[str]) -> Expected:
         """Keep the listed digests whose algorithm the configuration verifies."""
         wanted = set(algorithms)
         return cls(

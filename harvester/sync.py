@@ -30,12 +30,12 @@ from harvester.baseline import run_baseline
 from harvester.client import HarvestClient
 from harvester.config import HarvestConfig
 from harvester.discovery import discover_capability_lists
-from harvester.documents import HarvestError, read_capabilities
 from harvester.incremental import run_incremental
 from harvester.report import NoProgress, Progress, SyncReport, report_to_journal
 from harvester.session import HarvestSession
 from harvester.sets import failed_set, merge_reports, set_folders
 from harvester.state import STATE_FILE, StateError, SyncState, destination_lock, load_state
+from harvester.walk import HarvestError, read_capabilities
 from journal.models import RunKind
 from journal.recording import record_run
 

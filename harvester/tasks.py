@@ -12,7 +12,7 @@ from celery import shared_task
 
 from harvester.config import load_config
 from harvester.sync import Mode, run_harvest
-from sitemaps.reader import parse_datetime
+from sitemaps.protocol.reader import parse_datetime
 
 
 class HarvestIncomplete(Exception):

@@ -19,7 +19,7 @@ from harvester.concurrency import map_bounded
 from harvester.mapping import UnsafePathError, resource_path
 from harvester.report import Action, Outcome
 from harvester.session import HarvestSession
-from harvester.state import ResourceRecord
+from harvester.state import LocalCopy
 from harvester.storage import (
     Expected,
     SizeLimitError,
@@ -31,16 +31,16 @@ from harvester.storage import (
     remove_copy,
     write_verified,
 )
-from sitemaps.reader import Entry
+from sitemaps.protocol.reader import ParsedEntry
 
 #: Lowest mirror priority, used when a duplicate link gives none (spec: absent = 999999).
 LOWEST_PRIORITY = 999_999
 
 Writer = Callable[[Path, Expected], StoredFile]
-Result = tuple[Outcome, ResourceRecord | None]
+Result = tuple[Outcome, LocalCopy | None]
 
 
-def download_resources(session: HarvestSession, entries: Sequence[Entry]) -> None:
+def download_resources(session: HarvestSession, entries: Sequence[ParsedEntry]) -> None:
     """GET every entry concurrently; copies that already match are skipped."""
     session.progress.start("download", len(entries))
     work = partial(download_one, session)
@@ -48,7 +48,7 @@ def download_resources(session: HarvestSession, entries: Sequence[Entry]) -> Non
         session.record(outcome, copy=copy)
 
 
-def download_one(session: HarvestSession, entry: Entry) -> Result:
+def download_one(session: HarvestSession, entry: ParsedEntry) -> Result:
     """Fetch one resource from its URI, falling back to its mirrors in priority order."""
 
     def write(target: Path, expected: Expected) -> StoredFile:
@@ -76,7 +76,7 @@ def download_one(session: HarvestSession, entry: Entry) -> Result:
     return store_entry(session, entry, write)
 
 
-def combined_error(entry: Entry, errors: list[Exception]) -> Exception:
+def combined_error(entry: ParsedEntry, errors: list[Exception]) -> Exception:
     """One error for every URL tried: gone or different only if every one said so."""
     if len(errors) == 1:
         return errors[0]
@@ -91,7 +91,7 @@ def combined_error(entry: Entry, errors: list[Exception]) -> Exception:
     return FetchError(entry.loc, reason)
 
 
-def store_entry(session: HarvestSession, entry: Entry, write: Writer) -> Result:
+def store_entry(session: HarvestSession, entry: ParsedEntry, write: Writer) -> Result:
     """Map, skip if current, else write through `write`; never raises for one resource."""
     try:
         target = resource_path(session.destination, entry.loc)
@@ -104,7 +104,7 @@ def store_entry(session: HarvestSession, entry: Entry, write: Writer) -> Result:
         stored = write(target, expected)
     except (UnsafePathError, VerificationError, SizeLimitError, FetchError, OSError) as error:
         return Outcome(entry.loc, failed_action(session, error), reason=str(error)), None
-    record = ResourceRecord(
+    record = LocalCopy(
         path=target.relative_to(session.destination).as_posix(),
         length=stored.length,
         digests=stored.digests,
@@ -124,7 +124,7 @@ def failed_action(session: HarvestSession, error: Exception) -> Action:
     return Action.FAILED
 
 
-def current_copy(session: HarvestSession, entry: Entry, target: Path) -> ResourceRecord | None:
+def current_copy(session: HarvestSession, entry: ParsedEntry, target: Path) -> LocalCopy | None:
     """The record of the local copy if it already matches the entry, else None.
 
     With a listed digest we compare digests (from the state when the file is
@@ -152,7 +152,7 @@ def current_copy(session: HarvestSession, entry: Entry, target: Path) -> Resourc
         check(expected, length, digests)
     except VerificationError:
         return None
-    return ResourceRecord(
+    return LocalCopy(
         path=target.relative_to(session.destination).as_posix(),
         length=length,
         digests=digests,
@@ -187,7 +187,7 @@ def delete_one(session: HarvestSession, uri: str) -> Outcome:
     return Outcome(uri, Action.DELETED if removed else Action.SKIPPED)
 
 
-def candidate_urls(session: HarvestSession, entry: Entry) -> list[str]:
+def candidate_urls(session: HarvestSession, entry: ParsedEntry) -> list[str]:
     """The entry's URI, then its `duplicate` mirrors by priority, on allowed hosts only."""
     mirrors = sorted(entry.links_with("duplicate"), key=lambda link: link.pri or LOWEST_PRIORITY)
     urls = [entry.loc, *(link.href for link in mirrors)]

@@ -14,10 +14,10 @@ from harvester.mapping import UnsafePathError, resource_path
 from harvester.report import Action, Outcome
 from harvester.session import HarvestSession
 from harvester.storage import remove_copy
-from sitemaps.reader import Entry
+from sitemaps.protocol.reader import ParsedEntry
 
 
-def listed_paths(session: HarvestSession, entries: Iterable[Entry]) -> set[PurePosixPath]:
+def listed_paths(session: HarvestSession, entries: Iterable[ParsedEntry]) -> set[PurePosixPath]:
     """Where the listed resources live under the destination."""
     paths = set()
     for entry in entries:

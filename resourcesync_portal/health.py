@@ -19,7 +19,7 @@ from django.core.files.base import ContentFile
 from django.db import connection
 
 from sitemaps.storage import document_storage
-from sources.indexing import client as elasticsearch_client
+from sources.generators import get_generator
 from sources.models import ResourceSet
 
 logger = logging.getLogger(__name__)
@@ -47,16 +47,9 @@ def check_storage() -> None:
     storage.delete(name)
 
 
-def elasticsearch_configured() -> bool:
-    return bool(settings.ELASTICSEARCH_URL)
-
-
-def check_elasticsearch() -> None:
-    """The cluster the mirror writes to answers, and is not red."""
-    es = elasticsearch_client().options(request_timeout=TIMEOUT, max_retries=0)
-    status = es.cluster.health()["status"]
-    if status == "red":
-        raise HealthCheckFailed("cluster status red")
+def check_elasticsearch() -> bool:
+    """The copy the generator keeps (the Elasticsearch mirror) answers; False if it keeps none."""
+    return get_generator().check_copy(TIMEOUT)
 
 
 def redis_configured() -> bool:
@@ -92,14 +85,15 @@ def check_celery_worker() -> None:
 @dataclass(frozen=True)
 class Check:
     name: str
-    run: Callable[[], None]
+    #: Raises when the part fails; returns False when there is nothing to check.
+    run: Callable[[], bool | None]
     configured: Callable[[], bool] = lambda: True
 
 
 CHECKS = (
     Check("database", check_database),
     Check("storage", check_storage),
-    Check("elasticsearch", check_elasticsearch, elasticsearch_configured),
+    Check("elasticsearch", check_elasticsearch),
     Check("redis", check_redis, redis_configured),
     Check("celery_worker", check_celery_worker, worker_configured),
 )
@@ -111,11 +105,13 @@ def run_check(check: Check) -> dict[str, object]:
         return {"status": NOT_CONFIGURED}
     started = time.perf_counter()
     try:
-        check.run()
+        checked = check.run()
     except Exception as error:
         logger.warning("Health check %s failed: %r", check.name, error, exc_info=True)
         result: dict[str, object] = {"status": FAIL, "error": type(error).__name__}
     else:
+        if checked is False:
+            return {"status": NOT_CONFIGURED}
         result = {"status": OK}
     result["ms"] = round((time.perf_counter() - started) * 1000, 1)
     return result

@@ -9,9 +9,12 @@ import json
 import os
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
+
+from sitemaps.protocol.constants import MAX_DOCUMENT_BYTES
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -151,7 +154,7 @@ MEDIA_ROOT = Path(os.environ.get("MEDIA_ROOT", DATA_DIR / "media"))
 # ResourceSync documents are written through Django's storage API, so an
 # S3-compatible backend can replace local files on multi-node deployments.
 LOCAL_STORAGE = "django.core.files.storage.FileSystemStorage"
-STORAGES = {
+STORAGES: dict[str, dict[str, Any]] = {
     "default": {"BACKEND": LOCAL_STORAGE},
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"}
     if not DEBUG
@@ -182,30 +185,41 @@ if not DEBUG:
     SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", False)
     SECURE_CONTENT_TYPE_NOSNIFF = True
 
-# --- Elasticsearch ---------------------------------------------------------
-ELASTICSEARCH_URL = os.environ.get("ELASTICSEARCH_URL", "")
-ELASTICSEARCH_INDEX_PREFIX = os.environ.get("ELASTICSEARCH_INDEX_PREFIX", "resourcesync")
+# --- Generators (pluggable, like Wagtail's search backends) ----------------
+# One entry picks the backend documents are built from, with its own options.
+# ELASTICSEARCH_URL picks the Elasticsearch generator, which also keeps the
+# mirror (indices `<ELASTICSEARCH_INDEX_PREFIX>-resources` and `-changes`).
+_elasticsearch_url = os.environ.get("ELASTICSEARCH_URL", "")
+_generator: dict[str, Any] = (
+    {
+        "BACKEND": "sources.generators.elasticsearch.ElasticsearchGenerator",
+        "HOSTS": [_elasticsearch_url],
+        "INDEX_PREFIX": os.environ.get("ELASTICSEARCH_INDEX_PREFIX", "resourcesync"),
+        "TIMEOUT": 30,
+    }
+    if _elasticsearch_url
+    else {"BACKEND": "sources.generators.database.DatabaseGenerator"}
+)
+RESOURCESYNC_GENERATORS = {"default": _generator}
+
+# django-elasticsearch-dsl (its Documents and `search_index` command) talks to
+# the same node as the generator.
 ELASTICSEARCH_DSL = {
-    "default": {"hosts": ELASTICSEARCH_URL or "http://127.0.0.1:9200", "request_timeout": 30},
+    "default": {
+        "hosts": _generator.get("HOSTS", ["http://127.0.0.1:9200"]),
+        "request_timeout": _generator.get("TIMEOUT", 30),
+        **_generator.get("OPTIONS", {}),
+    },
 }
 # We index ourselves, after commit (see sources.indexing); never from signals.
 ELASTICSEARCH_DSL_AUTOSYNC = False
 ELASTICSEARCH_DSL_AUTO_REFRESH = False
 ELASTICSEARCH_DSL_SIGNAL_PROCESSOR = "django_elasticsearch_dsl.signals.BaseSignalProcessor"
 
-# --- Generators (pluggable, like Wagtail's search backends) ----------------
-RESOURCESYNC_GENERATORS = {
-    "default": {
-        "BACKEND": "sources.generators.elasticsearch.ElasticsearchGenerator"
-        if ELASTICSEARCH_URL
-        else "sources.generators.database.DatabaseGenerator",
-    },
-}
-
 # --- ResourceSync documents --------------------------------------------------
 # https://www.sitemaps.org/protocol.html#index: 50,000 URLs and 50 MB per file.
 RESOURCESYNC_MAX_DOCUMENT_BYTES = int(
-    os.environ.get("RESOURCESYNC_MAX_DOCUMENT_BYTES", 50 * 1024 * 1024)
+    os.environ.get("RESOURCESYNC_MAX_DOCUMENT_BYTES", MAX_DOCUMENT_BYTES)
 )
 # A superseded document version stays readable this long (a reader may have
 # found its name just before the swap); then cleanup deletes it, with any file a
@@ -229,12 +243,30 @@ RESOURCESYNC_PUBLISHED_DIR = os.environ.get(
 # The journal of runs (journal/) keeps this many days; 0 keeps every run.
 RESOURCESYNC_JOURNAL_RETENTION_DAYS = int(os.environ.get("RESOURCESYNC_JOURNAL_RETENTION_DAYS", 90))
 
+# Dump packages (ZIP) close at this many bytes (a larger single resource gets a
+# package of its own) and at the set's entries per document (at most 50,000
+# bitstreams). "stored" writes bitstreams as they are (fastest to build, copy
+# and serve); "deflated" compresses them.
+RESOURCESYNC_DUMP_PACKAGE_BYTES = int(
+    os.environ.get("RESOURCESYNC_DUMP_PACKAGE_BYTES", 100 * 1024 * 1024)
+)
+RESOURCESYNC_DUMP_COMPRESSION = os.environ.get("RESOURCESYNC_DUMP_COMPRESSION", "stored")
+
 # The portal serves the files under each set's resource_root_dir at
 # /files/<provider>/<set>/<path> (the demo uses it); off when a web server does.
 SERVE_RESOURCE_FILES = env_bool("SERVE_RESOURCE_FILES", True)
 
+# Sets whose resource_root_dir beat rescans (`manage.py scan`), as provider/set, comma-separated.
+RESOURCESYNC_SCAN_SETS = [
+    path.strip() for path in os.environ.get("RESOURCESYNC_SCAN_SETS", "").split(",") if path.strip()
+]
+
 # --- Ingestion API -----------------------------------------------------------
-INGEST_MAX_BODY_BYTES = int(os.environ.get("INGEST_MAX_BODY_BYTES", 512 * 1024 * 1024))
+# A request is one transaction: the limit keeps one inside gunicorn's timeout
+# (README, Production) and bounds the memory its validated events take.
+INGEST_MAX_BODY_BYTES = int(os.environ.get("INGEST_MAX_BODY_BYTES", 16 * 1024 * 1024))
+# How far ahead of this server's clock an event's `datetime` may be.
+INGEST_CLOCK_SKEW_SECONDS = int(os.environ.get("INGEST_CLOCK_SKEW_SECONDS", 300))
 INGEST_BATCH_SIZE = int(os.environ.get("INGEST_BATCH_SIZE", 2000))
 
 REST_FRAMEWORK = {
@@ -282,6 +314,10 @@ CELERY_BEAT_SCHEDULE = {
     "prune-journal": {
         "task": "journal.tasks.prune_journal",
         "schedule": timedelta(hours=6),
+    },
+    "scan-folders": {
+        "task": "sources.tasks.scan_folders",
+        "schedule": timedelta(seconds=int(os.environ.get("RESOURCESYNC_SCAN_SECONDS", 300))),
     },
 }
 

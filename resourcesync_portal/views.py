@@ -8,7 +8,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_safe
 
 from sitemaps import links
-from sitemaps.documents import visible_sets
+from sitemaps.descriptions import visible_sets
 
 from . import health
 

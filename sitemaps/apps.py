@@ -8,9 +8,30 @@ class SitemapsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from sources import services
+        from django.db.models.signals import post_delete, post_save
 
-        from . import signals, tasks  # noqa: F401 (signals: connects the receivers)
+        from sources.models import CapabilitySettings, ResourceSet
+        from sources.signals import events_ingested
 
-        if tasks.after_ingest not in services.after_ingest_hooks:
-            services.after_ingest_hooks.append(tasks.after_ingest)
+        from . import receivers
+
+        events_ingested.connect(
+            receivers.regenerate_after_ingest, dispatch_uid="sitemaps.regenerate_after_ingest"
+        )
+        for model in receivers.PUBLISHING_MODELS:
+            for signal in (post_save, post_delete):
+                signal.connect(
+                    receivers.rebuild_published_tree,
+                    sender=model,
+                    dispatch_uid=f"sitemaps.rebuild_published_tree.{model.__name__}",
+                )
+        post_save.connect(
+            receivers.write_documents_of_new_set,
+            sender=ResourceSet,
+            dispatch_uid="sitemaps.write_documents_of_new_set",
+        )
+        post_save.connect(
+            receivers.write_documents_turned_on,
+            sender=CapabilitySettings,
+            dispatch_uid="sitemaps.write_documents_turned_on",
+        )

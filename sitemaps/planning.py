@@ -21,6 +21,9 @@ import itertools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
+#: Touched keys read from the change log per round trip.
+KEYS_PER_FETCH = 10_000
+
 
 @dataclass(frozen=True)
 class KeyRange:

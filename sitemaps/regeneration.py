@@ -24,26 +24,19 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import connections, transaction
-from django.db.models import Max, Min
+from django.db.models import Min
 from django.utils import timezone
 
-from journal.models import RunKind
+from journal.models import Run, RunKind
 from journal.recording import record_run
+from sitemaps.protocol.records import ResourceRecord
 from sources.generators import BaseGenerator, get_generator
-from sources.generators.base import ResourceRecord
 from sources.models import Change, ResourceSet
 from sources.services import resource_set_lock
 
-from . import forking, lease, links, planning, publishing
-from .builders import (
-    ChangeListPart,
-    DocumentPage,
-    ResourceListPart,
-    build_change_list,
-    build_change_list_index,
-    build_resource_list,
-    build_resource_list_index,
-)
+from . import change_list_archive, forking, lease, links, planning, publishing
+from .dumps.build import build_dumps
+from .dumps.job import DumpReport
 from .models import (
     ChangeListPage,
     IndexDocument,
@@ -52,6 +45,15 @@ from .models import (
     StoredDocument,
 )
 from .planning import KeyRange, Step
+from .protocol.builders import (
+    ChangeListPart,
+    DocumentPage,
+    ResourceListPart,
+    build_change_list,
+    build_change_list_index,
+    build_resource_list,
+    build_resource_list_index,
+)
 from .storage import delete_document, save_document
 
 logger = logging.getLogger(__name__)
@@ -67,6 +69,7 @@ class RegenerationReport:
     through_change_id: int = 0
     seconds: float = 0.0
     bytes_written: int = 0
+    dumps: DumpReport | None = None
 
     @property
     def pages_written(self) -> int:
@@ -76,18 +79,25 @@ class RegenerationReport:
             + len(self.indexes_written)
         )
 
-    def as_detail(self, *, full: bool) -> dict[str, object]:
-        """What the journal keeps of the run."""
-        return {
+    def to_journal(self, run: Run, *, full: bool) -> None:
+        """What the journal keeps of the run: documents, dump packages, bytes."""
+        dumps = self.dumps or DumpReport()
+        run.count(
+            pages=self.pages_written,
+            packages=len(dumps.packages_written),
+            bytes=self.bytes_written + dumps.bytes_written,
+        )
+        run.detail = {
             "full": full,
             "resource_list_pages": self.resource_pages_written,
             "change_lists": self.change_pages_written,
             "indexes": self.indexes_written,
             "through_change_id": self.through_change_id,
+            "dumps": str(dumps) if self.dumps else "",
         }
 
     def __str__(self) -> str:
-        if not self.pages_written:
+        if not self.pages_written and not (self.dumps and self.dumps.packages_written):
             return "nothing to rewrite: every document was up to date"
         return (
             f"rewrote {len(self.resource_pages_written)} resource list page(s), "
@@ -98,13 +108,7 @@ class RegenerationReport:
 
 def change_watermark(resource_set: ResourceSet, generator: BaseGenerator) -> int:
     """The highest change id the generator can already show, with all before it."""
-    changes = Change.objects.filter(resource_set=resource_set)
-    newest = changes.aggregate(newest=Max("id"))["newest"] or 0
-    if generator.reads_mirror:
-        first_pending = changes.filter(indexed=False).aggregate(first=Min("id"))["first"]
-        if first_pending is not None:
-            return min(newest, first_pending - 1)
-    return newest
+    return generator.visible_through(resource_set)
 
 
 def pending_changes(resource_set: ResourceSet) -> int:
@@ -137,8 +141,7 @@ def regenerate(resource_set: ResourceSet, *, full: bool = False) -> Regeneration
         except BaseException as error:  # interrupted too (Ctrl-C, a time limit): let go at once
             held.release(last_error=f"{type(error).__name__}: {error}")
             raise
-        journal.count(pages=report.pages_written, bytes=report.bytes_written)
-        journal.detail = report.as_detail(full=full)
+        report.to_journal(journal, full=full)
     report.seconds = time.monotonic() - started
     held.release(
         through_change_id=report.through_change_id,
@@ -224,6 +227,7 @@ class RegenerationRun:
             self.change_lists()
         if self.capabilities.publish_resource_list:
             self.resource_lists()
+        self.report.dumps = build_dumps(self)  # after the lists: packages take longer
         return self.report
 
     def snapshot_time(self) -> datetime:
@@ -312,7 +316,7 @@ class RegenerationRun:
         keys = self.new_changes().exclude(resource_key=None).values_list("resource_key", flat=True)
         plan = planning.plan_rebuild(
             [key_range(page) for page in pages],
-            keys.distinct().iterator(chunk_size=10_000),
+            keys.distinct().iterator(chunk_size=planning.KEYS_PER_FETCH),
             full_tail_last_key=self.full_tail_last_key(pages[-1]),
         )
         if plan.close_tail_at is not None:
@@ -526,7 +530,8 @@ class RegenerationRun:
             later = pages[position + 1 :]
             self.progress(remaining=sum(self.change_page_due(p, changed) for p in later))
         if changed or self.report.change_pages_written:
-            self.write_change_index(pages)
+            kept, archives_url = change_list_archive.retain(self, pages)
+            self.write_change_index(kept, archives_url=archives_url)
 
     def change_page_due(self, page: ChangeListPage, changed: bool) -> bool:
         """A final list only in a full run; the open one only when it has new changes."""
@@ -535,11 +540,18 @@ class RegenerationRun:
         return page.until is not None or changed
 
     def first_change_list(self) -> ChangeListPage:
-        earliest = Change.objects.filter(resource_set=self.resource_set).aggregate(
-            first=Min("datetime")
-        )["first"]
-        since = min(filter(None, [earliest, self.resource_set.created_at]))
-        return ChangeListPage.objects.create(resource_set=self.resource_set, number=1, since=since)
+        """Open the first list under the set's lock and record its start, which
+        ingestion then enforces: no accepted change can fall before it."""
+        with transaction.atomic():
+            resource_set_lock(resource_set=self.resource_set)
+            earliest = Change.objects.filter(resource_set=self.resource_set).aggregate(
+                first=Min("datetime")
+            )["first"]
+            since = min(filter(None, [earliest, self.resource_set.created_at]))
+            ResourceSet.objects.filter(pk=self.resource_set.pk).update(accepts_changes_since=since)
+            return ChangeListPage.objects.create(
+                resource_set=self.resource_set, number=1, since=since
+            )
 
     def close(self, page: ChangeListPage, until: datetime) -> ChangeListPage:
         """Close `page` at `until` under the set's lock and open the next list."""
@@ -566,7 +578,8 @@ class RegenerationRun:
             since=page.since,
             until=page.until,
             capability_list_url=self.capability_list_url,
-            index_url=links.change_list_url(self.resource_set),
+            # Only a list under an index links to it (closing a list opens the next).
+            index_url=links.change_list_url(self.resource_set) if len(pages) > 1 else None,
             max_entries=self.capabilities.entries_per_document,
             max_bytes=self.max_bytes,
         )
@@ -592,7 +605,19 @@ class RegenerationRun:
         self.point_at(page, name, etag)
         self.report.change_pages_written.append(page.number)
 
-    def write_change_index(self, pages: list[ChangeListPage]) -> None:
+    def write_change_index(
+        self, pages: list[ChangeListPage], archives_url: str | None = None
+    ) -> None:
+        """`changelist.xml`: the only Change List itself, or an index once there are several
+        (or once older lists moved to an archive, which only an index can link to).
+
+        The same rule as `resourcelist.xml`, so a client that reads no index
+        (resync 2.0.1) syncs a set with one list through either URL.
+        """
+        if len(pages) == 1 and archives_url is None:
+            content = self.read_page(pages[0])
+            self.store_index(IndexDocument.Kind.CHANGE_LIST, content, pages[0].entries)
+            return
         parts = [
             ChangeListPart(
                 loc=links.change_list_page_url(self.resource_set, page.number),
@@ -602,7 +627,10 @@ class RegenerationRun:
             for page in pages
         ]
         content = build_change_list_index(
-            parts, since=pages[0].since, capability_list_url=self.capability_list_url
+            parts,
+            since=pages[0].since,
+            capability_list_url=self.capability_list_url,
+            archives_url=archives_url,
         )
         self.store_index(IndexDocument.Kind.CHANGE_LIST, content, len(pages))
 
@@ -625,7 +653,7 @@ class RegenerationRun:
     def index_exists(self, kind: str) -> bool:
         return IndexDocument.objects.filter(resource_set=self.resource_set, kind=kind).exists()
 
-    def read_page(self, page: ResourceListPage) -> bytes:
+    def read_page(self, page: StoredDocument) -> bytes:
         from .storage import document_storage
 
         with document_storage().open(page.storage_name, "rb") as handle:

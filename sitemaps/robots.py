@@ -13,6 +13,7 @@ from django.views.decorators.http import require_safe
 from sources.models import ResourceSet
 
 from . import links
+from .protocol.constants import Capability
 from .publishing import is_public
 
 
@@ -23,7 +24,7 @@ def public_resource_list_urls() -> list[str]:
         .select_related("provider", "capability_settings")
         .order_by("provider__slug", "slug")
     )
-    return [links.resource_list_url(s) for s in sets if is_public(s, "resourcelist")]
+    return [links.resource_list_url(s) for s in sets if is_public(s, Capability.RESOURCE_LIST)]
 
 
 def robots_txt_body() -> str:

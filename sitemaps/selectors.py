@@ -69,7 +69,7 @@ def dirty_resource_pages(resource_set: ResourceSet) -> list[int]:
         .distinct()
     )
     starts = [page.after_key for page in pages]
-    touched = (key for key in keys.iterator(chunk_size=10_000) if key is not None)
+    touched = (key for key in keys.iterator(chunk_size=planning.KEYS_PER_FETCH) if key is not None)
     dirty = planning.ranges_holding(starts, touched)
     return sorted(pages[position].number for position in dirty)
 

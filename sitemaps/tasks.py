@@ -14,6 +14,7 @@ from sources.generators import get_generator
 from sources.models import Change, ResourceSet
 
 from . import cleanup
+from .descriptions import missing_documents
 from .models import RegenerationState
 from .regeneration import change_watermark, pending_changes, regenerate
 
@@ -39,9 +40,11 @@ def regenerate_resource_set(self, resource_set_id: int, full: bool = False) -> s
     newest = Change.objects.filter(resource_set=resource_set).order_by("-id").values("id").first()
     if newest and newest["id"] > report.through_change_id:
         # Changes arrived during the run: their own timer found the set busy, so
-        # go again now if the generator can show them, else once indexing is on.
+        # go again now if the generator can show them, else once indexing is on
+        # (run eagerly, nothing indexes meanwhile: going again would only recurse).
         visible = change_watermark(resource_set, get_generator()) > report.through_change_id
-        schedule(resource_set, delay=0 if visible else 1)
+        if visible or not settings.CELERY_TASK_ALWAYS_EAGER:
+            schedule(resource_set, delay=0 if visible else 1)
     return str(report)
 
 
@@ -80,7 +83,8 @@ def schedule(resource_set: ResourceSet, *, delay: float) -> None:
 
 
 def after_ingest(resource_set_id: int) -> None:
-    """After-commit hook: regenerate once the set passes its threshold.
+    """After events were committed (sitemaps.receivers): regenerate once the set passes
+    its threshold.
 
     Past N pending changes it runs now; otherwise after T seconds, so a lone
     change still shows in the open change list quickly.
@@ -91,6 +95,25 @@ def after_ingest(resource_set_id: int) -> None:
         schedule(resource_set, delay=0)
     else:
         schedule(resource_set, delay=capabilities.regenerate_after_seconds)
+
+
+def write_missing_documents(resource_set_id: int, *, now: bool) -> None:
+    """After-commit hook: write what a set advertises but has not got yet.
+
+    A new set is empty, so its (empty) documents are written `now`, before
+    anyone can read its Capability List; a capability turned on for a full
+    set is queued. If writing now fails, the queued task retries it.
+    """
+    resource_set = ResourceSet.objects.select_related("provider").filter(pk=resource_set_id).first()
+    if resource_set is None or not missing_documents(resource_set):
+        return
+    if now:
+        try:
+            regenerate(resource_set)
+            return
+        except Exception:
+            logger.exception("Could not write the first documents of %s; queued", resource_set)
+    schedule(resource_set, delay=0)
 
 
 @shared_task

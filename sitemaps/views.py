@@ -14,9 +14,10 @@ from django.utils.http import http_date
 
 from sources.tokens import check_set_access, request_token
 
-from . import documents
+from . import descriptions
 from .access import ReadView, SetReadView
 from .models import ChangeListPage, IndexDocument, ResourceListPage, StoredDocument
+from .protocol.constants import Capability
 from .publishing import capability_published
 from .storage import GZIP_SUFFIX, content_etag, document_storage
 
@@ -84,21 +85,21 @@ class SourceDescriptionView(ReadView):
     """Every public set, and the protected sets the request's token reaches."""
 
     def get(self, request: HttpRequest) -> HttpResponseBase:
-        return _send_bytes(request, documents.source_description(request_token(request)))
+        return _send_bytes(request, descriptions.source_description(request_token(request)))
 
 
 class CapabilityListView(SetReadView):
     """The set's Capability List, built per request (it is small)."""
 
     def get(self, request: HttpRequest, **kwargs: Any) -> HttpResponseBase:
-        return _send_bytes(request, documents.capability_list(self.get_resource_set()))
+        return _send_bytes(request, descriptions.capability_list(self.get_resource_set()))
 
 
 class StoredDocumentView(SetReadView):
     """One stored document kind: an index (`index=True`) or a numbered page."""
 
     model: type[StoredDocument] = IndexDocument
-    kind = "resourcelist"
+    kind = Capability.RESOURCE_LIST
     index = False
 
     def get_object(self) -> StoredDocument:
@@ -137,7 +138,16 @@ class StoredDocumentView(SetReadView):
 
 source_description = SourceDescriptionView.as_view()
 capability_list = CapabilityListView.as_view()
-resource_list = StoredDocumentView.as_view(model=IndexDocument, kind="resourcelist", index=True)
-resource_list_page = StoredDocumentView.as_view(model=ResourceListPage, kind="resourcelist")
-change_list = StoredDocumentView.as_view(model=IndexDocument, kind="changelist", index=True)
-change_list_page = StoredDocumentView.as_view(model=ChangeListPage, kind="changelist")
+resource_list = StoredDocumentView.as_view(
+    model=IndexDocument, kind=Capability.RESOURCE_LIST, index=True
+)
+resource_list_page = StoredDocumentView.as_view(
+    model=ResourceListPage, kind=Capability.RESOURCE_LIST
+)
+change_list = StoredDocumentView.as_view(
+    model=IndexDocument, kind=Capability.CHANGE_LIST, index=True
+)
+change_list_page = StoredDocumentView.as_view(model=ChangeListPage, kind=Capability.CHANGE_LIST)
+change_list_archive = StoredDocumentView.as_view(
+    model=IndexDocument, kind=Capability.CHANGE_LIST_ARCHIVE, index=True
+)

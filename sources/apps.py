@@ -7,7 +7,9 @@ class SourcesConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from . import services, tasks
+        from . import receivers
+        from .signals import events_ingested
 
-        if tasks.queue_indexing not in services.after_ingest_hooks:
-            services.after_ingest_hooks.append(tasks.queue_indexing)
+        events_ingested.connect(
+            receivers.index_ingested_changes, dispatch_uid="sources.index_ingested_changes"
+        )

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Generic, NamedTuple, TypeVar
 
 import orjson
 from django.db import connection, models
@@ -17,6 +17,7 @@ from django.db import connection, models
 from .models import Resource
 
 Adapter = Callable[[Any], Any]
+Row = TypeVar("Row", bound=NamedTuple)
 
 
 def _sqlite_datetime(value: datetime | None) -> str | None:
@@ -48,14 +49,29 @@ def _adapter(field: models.Field) -> Adapter | None:
     return None
 
 
-class BulkWriter:
-    """INSERT and UPDATE-by-id statements for a fixed list of a model's fields."""
+def concrete_field(model: type[models.Model], name: str) -> models.Field:
+    """A field with a column of its own; a reverse relation here is a programming error."""
+    field = model._meta.get_field(name)
+    if not isinstance(field, models.Field) or field.column is None:
+        raise TypeError(f"{model.__name__}.{name} is not a column")
+    return field
 
-    def __init__(self, model: type[models.Model], field_names: Sequence[str]) -> None:
+
+class BulkWriter(Generic[Row]):
+    """INSERT and UPDATE-by-id statements for one row type.
+
+    The row type is a NamedTuple whose field names are the model's field
+    names, in any order: the column list is derived from it, so rows are
+    built by name and a renamed or reordered field cannot shift a value
+    into the wrong column.
+    """
+
+    def __init__(self, model: type[models.Model], row_type: type[Row]) -> None:
         meta = model._meta
-        fields = [meta.get_field(name) for name in field_names]
-        self.adapters = [(index, _adapter(field)) for index, field in enumerate(fields)]
-        self.adapters = [(index, adapt) for index, adapt in self.adapters if adapt]
+        self.row_type = row_type
+        fields = [concrete_field(model, name) for name in row_type._fields]
+        adapters = ((index, _adapter(field)) for index, field in enumerate(fields))
+        self.adapters = [(index, adapt) for index, adapt in adapters if adapt is not None]
         quote = connection.ops.quote_name
         table = quote(meta.db_table)
         columns = [quote(field.column) for field in fields]
@@ -65,7 +81,9 @@ class BulkWriter:
         assignments = ", ".join(f"{column} = %s" for column in columns)
         self.update_sql = f"UPDATE {table} SET {assignments} WHERE {quote(meta.pk.column)} = %s"  # noqa: S608
 
-    def _adapt(self, rows: Sequence[Sequence[Any]]) -> list[list[Any]]:
+    def _adapt(self, rows: Sequence[Row]) -> list[list[Any]]:
+        if not isinstance(rows[0], self.row_type):
+            raise TypeError(f"expected {self.row_type.__name__} rows, got {type(rows[0]).__name__}")
         adapted = []
         for row in rows:
             values = list(row)
@@ -74,18 +92,20 @@ class BulkWriter:
             adapted.append(values)
         return adapted
 
-    def insert(self, rows: Sequence[Sequence[Any]]) -> None:
+    def insert(self, rows: Sequence[Row]) -> None:
         if rows:
+            values = self._adapt(rows)
             with connection.cursor() as cursor:
-                cursor.executemany(self.insert_sql, self._adapt(rows))
+                cursor.executemany(self.insert_sql, values)
 
-    def update(self, rows: Sequence[Sequence[Any]], keys: Sequence[int]) -> None:
+    def update(self, rows: Sequence[Row], keys: Sequence[int]) -> None:
         """Set the fields of the rows with these primary keys (same order)."""
         if rows:
+            values = self._adapt(rows)
             with connection.cursor() as cursor:
                 cursor.executemany(
                     self.update_sql,
-                    [[*values, key] for values, key in zip(self._adapt(rows), keys, strict=True)],
+                    [[*row, key] for row, key in zip(values, keys, strict=True)],
                 )
 
 
@@ -96,7 +116,9 @@ def keys_by_uri(resource_set_id: int, uris: Sequence[str]) -> dict[str, int]:
     found: dict[str, int] = {}
     for start in range(0, len(uris), 2000):
         chunk = uris[start : start + 2000]
-        uri, owner = (quote(meta.get_field(name).column) for name in ("uri", "resource_set"))
+        uri, owner = (
+            quote(concrete_field(Resource, name).column) for name in ("uri", "resource_set")
+        )
         # Identifiers come from the model's metadata, quoted; values are parameters.
         sql = (
             f"SELECT {uri}, {quote(meta.pk.column)} FROM {quote(meta.db_table)} "  # noqa: S608

@@ -4,6 +4,10 @@ Modern Elasticsearch has no mapping types and no `not_analyzed`: keywords
 replace them, and `date_nanos` keeps the database's microseconds so both
 stores order changes identically. Signals are ignored: `sources.indexing`
 indexes after commit.
+
+The Elasticsearch generator names its indices from its own INDEX_PREFIX and
+takes their mappings from here; these registered indices carry the default
+generator's prefix, so `manage.py search_index` creates the indices it writes.
 """
 
 from django.conf import settings
@@ -13,10 +17,21 @@ from django_elasticsearch_dsl.registries import registry
 from .models import Change, Resource
 
 INDEX_SETTINGS = {"number_of_shards": 1, "number_of_replicas": 0}
+#: Of the indices' names, when the generator's settings entry gives none.
+DEFAULT_INDEX_PREFIX = "resourcesync"
 
-resources_index = Index(f"{settings.ELASTICSEARCH_INDEX_PREFIX}-resources")
+
+def index_names(prefix: str) -> tuple[str, str]:
+    """The resources and changes indices of one prefix."""
+    return f"{prefix}-resources", f"{prefix}-changes"
+
+
+_default_prefix = settings.RESOURCESYNC_GENERATORS.get("default", {}).get(
+    "INDEX_PREFIX", DEFAULT_INDEX_PREFIX
+)
+resources_index = Index(index_names(_default_prefix)[0])
 resources_index.settings(**INDEX_SETTINGS)
-changes_index = Index(f"{settings.ELASTICSEARCH_INDEX_PREFIX}-changes")
+changes_index = Index(index_names(_default_prefix)[1])
 changes_index.settings(**INDEX_SETTINGS)
 
 DATE_NANOS = {"type": "date_nanos", "format": "strict_date_optional_time_nanos"}

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import posixpath
 import re
+from collections.abc import Callable
 from urllib.parse import quote, unquote, urlsplit
 
 from .models import MAX_URI_LENGTH, LocationType
@@ -92,39 +93,52 @@ def resolve_location(
     location_type: str, value: str, *, url_prefix: str, resource_root_dir: str = ""
 ) -> str:
     """Return the absolute URI for a location, or raise LocationError."""
-    if location_type == LocationType.URL:
-        uri = check_url(value)  # checks the text too
-    elif location_type == LocationType.ABS_PATH:
-        _check_text(value)
-        if not resource_root_dir:
-            raise LocationError("abs_path needs the set's resource_root_dir, which is not set.")
-        if not value.startswith("/"):
-            raise LocationError("abs_path must be absolute.")
-        _check_segments(value)
-        normalized = posixpath.normpath(value)
-        root = posixpath.normpath(resource_root_dir)
-        if not (normalized + "/").startswith(root.rstrip("/") + "/") or not _inside(
-            root, normalized
-        ):
-            raise LocationError(f"is outside the resource root {resource_root_dir}.")
-        relative = posixpath.relpath(normalized, root)
-        if relative == ".":
-            raise LocationError("is the resource root itself, not a file in it.")
-        uri = _join(url_prefix, relative.split("/"))
-    elif location_type == LocationType.REL_PATH:
-        _check_text(value)
-        if value.startswith("/"):
-            raise LocationError("rel_path must be relative (no leading '/').")
-        segments = _check_segments(value)
-        if not segments:
-            raise LocationError("must name a file.")
-        if resource_root_dir and not _inside(
-            resource_root_dir, os.path.join(resource_root_dir, *segments)
-        ):
-            raise LocationError(f"is outside the resource root {resource_root_dir}.")
-        uri = _join(url_prefix, segments)
-    else:
+    resolve = _RESOLVERS.get(location_type)
+    if resolve is None:
         raise LocationError(f"unknown location type {location_type!r}.")
+    uri = resolve(value, url_prefix, resource_root_dir)
     if len(uri) >= MAX_URI_LENGTH:
         raise LocationError(f"resolves to a URI of {len(uri)} characters (limit {MAX_URI_LENGTH}).")
     return uri
+
+
+def _resolve_url(value: str, url_prefix: str, resource_root_dir: str) -> str:
+    return check_url(value)  # checks the text too
+
+
+def _resolve_abs_path(value: str, url_prefix: str, resource_root_dir: str) -> str:
+    _check_text(value)
+    if not resource_root_dir:
+        raise LocationError("abs_path needs the set's resource_root_dir, which is not set.")
+    if not value.startswith("/"):
+        raise LocationError("abs_path must be absolute.")
+    _check_segments(value)
+    normalized = posixpath.normpath(value)
+    root = posixpath.normpath(resource_root_dir)
+    if not (normalized + "/").startswith(root.rstrip("/") + "/") or not _inside(root, normalized):
+        raise LocationError(f"is outside the resource root {resource_root_dir}.")
+    relative = posixpath.relpath(normalized, root)
+    if relative == ".":
+        raise LocationError("is the resource root itself, not a file in it.")
+    return _join(url_prefix, relative.split("/"))
+
+
+def _resolve_rel_path(value: str, url_prefix: str, resource_root_dir: str) -> str:
+    _check_text(value)
+    if value.startswith("/"):
+        raise LocationError("rel_path must be relative (no leading '/').")
+    segments = _check_segments(value)
+    if not segments:
+        raise LocationError("must name a file.")
+    if resource_root_dir and not _inside(
+        resource_root_dir, os.path.join(resource_root_dir, *segments)
+    ):
+        raise LocationError(f"is outside the resource root {resource_root_dir}.")
+    return _join(url_prefix, segments)
+
+
+_RESOLVERS: dict[str, Callable[[str, str, str], str]] = {
+    LocationType.URL: _resolve_url,
+    LocationType.ABS_PATH: _resolve_abs_path,
+    LocationType.REL_PATH: _resolve_rel_path,
+}

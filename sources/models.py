@@ -16,7 +16,8 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Q
 
-MAX_ENTRIES_PER_DOCUMENT = 50_000  # https://www.sitemaps.org/protocol.html#index
+from sitemaps.protocol.constants import MAX_ENTRIES_PER_DOCUMENT, ChangeType
+
 MAX_URI_LENGTH = 2048
 
 
@@ -111,6 +112,13 @@ class CapabilitySettings(models.Model):
     changelist_rotation = models.DurationField(
         default=timedelta(days=1), help_text="The open Change List closes after this period."
     )
+    changelist_keep = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1)],
+        help_text="Keep this many closed Change Lists in the Change List Index; older ones "
+        "move to the Change List Archive. Empty: keep all.",
+    )
     regenerate_after_changes = models.PositiveIntegerField(
         default=1000, help_text="Regenerate documents once this many changes are pending."
     )
@@ -137,12 +145,6 @@ class LocationType(models.TextChoices):
     URL = "url", "URL"
     ABS_PATH = "abs_path", "Absolute path"
     REL_PATH = "rel_path", "Relative path"
-
-
-class ChangeType(models.TextChoices):
-    CREATED = "created"
-    UPDATED = "updated"
-    DELETED = "deleted"
 
 
 class Resource(models.Model):
@@ -183,7 +185,7 @@ class Change(models.Model):
         help_text="Id of the resource row the change touched (kept after a delete); "
         "empty for a delete of an unknown resource.",
     )
-    change = models.CharField(max_length=10, choices=ChangeType.choices)
+    change = models.CharField(max_length=10, choices=ChangeType.choices())
     location_type = models.CharField(max_length=10, choices=LocationType.choices)
     location_value = models.TextField()
     uri = models.CharField(max_length=MAX_URI_LENGTH)

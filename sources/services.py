@@ -2,36 +2,71 @@
 
 A request is applied in one transaction, in batches, so memory stays flat
 and nothing is half-applied. The commit is the acknowledgement; the
-Elasticsearch mirror and document regeneration follow after commit.
+Elasticsearch mirror and document regeneration follow it, as receivers of
+`sources.signals.events_ingested`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
+from typing import NamedTuple
 
 from django.conf import settings
 from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
+from sitemaps.protocol.constants import ChangeType
+
 from .bulk import BulkWriter, keys_by_uri
 from .events import Event
-from .models import Change, ChangeType, Resource, ResourceSet
+from .models import Change, Resource, ResourceSet
+from .signals import events_ingested
 
 MAX_REPORTED_ERRORS = 100
-RESOURCE_UPDATE_FIELDS = [
-    "location_type",
-    "location_value",
-    "length",
-    "md5",
-    "sha256",
-    "mime",
-    "lastmod",
-    "ln",
-    "timestamp",
-]
+#: `datetime` under another name, for ChangeRow, whose `datetime` field hides it.
+Instant = datetime
+#: The `ln` column: each link as `LinkData.as_json()` gives it.
+StoredLinks = list[dict[str, object]]
+
+
+class ResourceRow(NamedTuple):
+    """A `Resource` row as ingestion writes it; field names are the model's (BulkWriter)."""
+
+    resource_set: int
+    uri: str
+    location_type: str
+    location_value: str
+    length: int | None
+    md5: str
+    sha256: str
+    mime: str
+    lastmod: datetime | None
+    ln: StoredLinks
+    timestamp: datetime
+
+
+class ChangeRow(NamedTuple):
+    """A `Change` row as ingestion appends it; field names are the model's (BulkWriter)."""
+
+    resource_set: int
+    resource_key: int | None
+    change: str
+    location_type: str
+    location_value: str
+    uri: str
+    length: int | None
+    md5: str
+    sha256: str
+    mime: str
+    lastmod: Instant | None
+    ln: StoredLinks
+    datetime: Instant
+    timestamp: Instant
+    event_id: str
+    indexed: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +89,8 @@ class EventsRejected(Exception):
 @dataclass(slots=True)
 class IngestResult:
     received_at: datetime = field(repr=False)
+    #: The datetime of the first undated event: receipt, or later (`ingest_events`).
+    dated_from: datetime = field(repr=False)
     accepted: int = 0
     created: int = 0
     updated: int = 0
@@ -63,12 +100,8 @@ class IngestResult:
     def counts(self) -> dict[str, int]:
         """The response body: how many events were accepted and how."""
         data = asdict(self)
-        del data["received_at"]
+        del data["received_at"], data["dated_from"]
         return data
-
-
-#: Called after commit with the resource set's id (indexing, regeneration).
-after_ingest_hooks: list[Callable[[int], None]] = []
 
 
 def resource_set_lock(*, resource_set: ResourceSet) -> datetime:
@@ -88,6 +121,24 @@ def resource_set_lock(*, resource_set: ResourceSet) -> datetime:
     return timezone.now()
 
 
+def open_change_list_start(*, resource_set: ResourceSet) -> datetime | None:
+    """Where the open Change List starts (call under the set's lock); None before the first.
+
+    An earlier change would fall into a closed list, or before the first one,
+    and never be published. Sets from before the start of the first list was
+    recorded fall back to that list's row.
+    """
+    if resource_set.accepts_changes_since is not None:
+        return resource_set.accepts_changes_since
+    first = resource_set.change_list_pages.order_by("number").values_list("since", flat=True)
+    return first.first()
+
+
+def _last_change_id(resource_set: ResourceSet) -> int:
+    newest = Change.objects.filter(resource_set=resource_set).order_by("-id").values("id").first()
+    return newest["id"] if newest else 0
+
+
 def ingest_events(
     *,
     resource_set: ResourceSet,
@@ -97,49 +148,85 @@ def ingest_events(
     """Apply events in order, all or nothing; raise EventsRejected on bad input.
 
     `events` may be a stream: invalid items (EventError) are collected and
-    every remaining event is still validated, so the client gets all errors.
+    every remaining event is still checked, so the client gets all errors.
+    After the commit, `events_ingested` tells who listens (indexing, regeneration).
     """
-    batch_size = batch_size or settings.INGEST_BATCH_SIZE
-    result = IngestResult(received_at=timezone.now())
-    errors: list[EventError] = []
-    seen_ids: set[str] = set()
     with transaction.atomic():
-        result.received_at = resource_set_lock(resource_set=resource_set)
-        ResourceSet.objects.filter(pk=resource_set.pk).update(changed_at=result.received_at)
-        batch: list[Event] = []
-        for index, item in enumerate(events):
-            if isinstance(item, EventError):
-                errors.append(item)
-                if len(errors) >= MAX_REPORTED_ERRORS:
-                    break
-                continue
-            since = resource_set.accepts_changes_since
-            if item.datetime and since and item.datetime < since:
-                message = (
-                    f"is before {since.isoformat()}, when the open change list starts; "
-                    "closed change lists cannot change."
-                )
-                errors.append(EventError(index, "datetime", message))
-                continue
-            if errors:
-                continue
-            if item.id:
-                if item.id in seen_ids:
-                    result.duplicates += 1
-                    continue
-                seen_ids.add(item.id)
-            batch.append(item)
-            if len(batch) >= batch_size:
-                _apply_batch(resource_set, batch, result)
-                batch = []
+        received_at = resource_set_lock(resource_set=resource_set)
+        since = open_change_list_start(resource_set=resource_set)
+        # A list may close a little in the future (at a datetime within the
+        # clock skew): a receipt time never falls inside it.
+        dated_from = max(received_at, since) if since else received_at
+        result = IngestResult(received_at=received_at, dated_from=dated_from)
+        ResourceSet.objects.filter(pk=resource_set.pk).update(changed_at=received_at)
+        after_change_id = _last_change_id(resource_set)
+        batch_size = batch_size or settings.INGEST_BATCH_SIZE
+        errors = _apply_in_batches(resource_set, events, since, result, batch_size)
         if errors:
             raise EventsRejected(errors)
-        if batch:
-            _apply_batch(resource_set, batch, result)
         if result.accepted:
-            for hook in after_ingest_hooks:
-                transaction.on_commit(lambda hook=hook: hook(resource_set.pk), robust=True)
+            _announce(resource_set, after_change_id)
     return result
+
+
+def _apply_in_batches(
+    resource_set: ResourceSet,
+    events: Iterable[Event | EventError],
+    since: datetime | None,
+    result: IngestResult,
+    batch_size: int,
+) -> list[EventError]:
+    """Apply until the first error, then only collect errors; return them."""
+    errors: list[EventError] = []
+    seen_ids: set[str] = set()
+    batch: list[Event] = []
+    for index, item in enumerate(events):
+        error = item if isinstance(item, EventError) else _before(item, since, index)
+        if error is not None:
+            errors.append(error)
+            if len(errors) >= MAX_REPORTED_ERRORS:
+                break
+            continue
+        if errors or not isinstance(item, Event):
+            continue
+        if item.id:
+            if item.id in seen_ids:
+                result.duplicates += 1
+                continue
+            seen_ids.add(item.id)
+        batch.append(item)
+        if len(batch) >= batch_size:
+            _apply_batch(resource_set, batch, result)
+            batch = []
+    if batch and not errors:
+        _apply_batch(resource_set, batch, result)
+    return errors
+
+
+def _before(event: Event, since: datetime | None, index: int) -> EventError | None:
+    """An error if the event is dated before the open Change List."""
+    if event.datetime is None or since is None or event.datetime >= since:
+        return None
+    message = (
+        f"is before {since.isoformat()}, when the open change list starts; "
+        "closed change lists cannot change."
+    )
+    return EventError(index, "datetime", message)
+
+
+def _announce(resource_set: ResourceSet, after_change_id: int) -> None:
+    """Send `events_ingested` once the transaction commits; a failing receiver is logged."""
+    set_id, last_change_id = resource_set.pk, _last_change_id(resource_set)
+
+    def send() -> None:
+        events_ingested.send_robust(
+            sender=ResourceSet,
+            resource_set_id=set_id,
+            after_change_id=after_change_id,
+            last_change_id=last_change_id,
+        )
+
+    transaction.on_commit(send)
 
 
 def _apply_batch(resource_set: ResourceSet, events: list[Event], result: IngestResult) -> None:
@@ -166,97 +253,99 @@ def _apply_batch(resource_set: ResourceSet, events: list[Event], result: IngestR
         _apply_segment(resource_set, segment, result)
 
 
-_resources = BulkWriter(Resource, ["resource_set", "uri", *RESOURCE_UPDATE_FIELDS])
-_changes = BulkWriter(
-    Change,
-    [
-        "resource_set",
-        "resource_key",
-        "change",
-        "location_type",
-        "location_value",
-        "uri",
-        "length",
-        "md5",
-        "sha256",
-        "mime",
-        "lastmod",
-        "ln",
-        "datetime",
-        "timestamp",
-        "event_id",
-        "indexed",
-    ],
-)
+_resources = BulkWriter(Resource, ResourceRow)
+_changes = BulkWriter(Change, ChangeRow)
 
 
 def _keys(resource_set: ResourceSet, uris: list[str]) -> dict[str, int]:
     return keys_by_uri(resource_set.pk, uris)
 
 
+def _links(event: Event) -> StoredLinks:
+    return [link.as_json() for link in event.links]
+
+
+def _resource_row(set_id: int, event: Event, ln: StoredLinks, received_at: datetime) -> ResourceRow:
+    return ResourceRow(
+        resource_set=set_id,
+        uri=event.uri,
+        location_type=event.location_type,
+        location_value=event.location_value,
+        length=event.length,
+        md5=event.md5,
+        sha256=event.sha256,
+        mime=event.mime,
+        lastmod=event.lastmod,
+        ln=ln,
+        timestamp=received_at,
+    )
+
+
+def _change_row(
+    set_id: int,
+    event: Event,
+    applied: str,
+    key: int | None,
+    ln: StoredLinks,
+    moment: datetime,
+    received_at: datetime,
+) -> ChangeRow:
+    return ChangeRow(
+        resource_set=set_id,
+        resource_key=key,
+        change=applied,
+        location_type=event.location_type,
+        location_value=event.location_value,
+        uri=event.uri,
+        length=event.length,
+        md5=event.md5,
+        sha256=event.sha256,
+        mime=event.mime,
+        lastmod=event.lastmod,
+        ln=ln,
+        datetime=moment,
+        timestamp=received_at,
+        event_id=event.id,
+        indexed=False,
+    )
+
+
 def _apply_segment(resource_set: ResourceSet, events: list[Event], result: IngestResult) -> None:
     """Apply events that each touch a different URI: a few statements in all."""
-    received_at = result.received_at
-    set_id = resource_set.pk
+    set_id, received_at = resource_set.pk, result.received_at
     existing = _keys(resource_set, [event.uri for event in events])
-    inserts, updates, update_keys, deletes = [], [], [], []
+    inserts: list[ResourceRow] = []
+    updates: list[ResourceRow] = []
+    update_keys: list[int] = []
+    deletes: list[int] = []
     applied_types = []
-    for event in events:
+    links = [_links(event) for event in events]  # shared by the resource and the change row
+    for event, ln in zip(events, links, strict=True):
         key = existing.get(event.uri)
         if event.change == ChangeType.DELETED:
             applied_types.append(ChangeType.DELETED)
             if key is not None:
                 deletes.append(key)
-            continue
-        values = [
-            event.location_type,
-            event.location_value,
-            event.length,
-            event.md5,
-            event.sha256,
-            event.mime,
-            event.lastmod,
-            [link.as_json() for link in event.links],
-            received_at,
-        ]
-        if key is None:
+        elif key is None:
             applied_types.append(ChangeType.CREATED)
-            inserts.append([set_id, event.uri, *values])
+            inserts.append(_resource_row(set_id, event, ln, received_at))
         else:
             applied_types.append(ChangeType.UPDATED)
-            updates.append([set_id, event.uri, *values])
+            updates.append(_resource_row(set_id, event, ln, received_at))
             update_keys.append(key)
     if deletes:
         Resource.objects.filter(pk__in=deletes).delete()
     _resources.update(updates, update_keys)
     _resources.insert(inserts)
     if inserts:
-        existing.update(_keys(resource_set, [row[1] for row in inserts]))
+        existing.update(_keys(resource_set, [row.uri for row in inserts]))
     rows = []
-    for event, applied in zip(events, applied_types, strict=True):
+    for event, applied, ln in zip(events, applied_types, links, strict=True):
         # Receipt time, one microsecond apart in request order, so change
         # lists can split anywhere between two events.
-        moment = event.datetime or received_at + timedelta(microseconds=result.accepted)
-        rows.append(
-            [
-                set_id,
-                existing.get(event.uri),
-                applied,
-                event.location_type,
-                event.location_value,
-                event.uri,
-                event.length,
-                event.md5,
-                event.sha256,
-                event.mime,
-                event.lastmod,
-                [link.as_json() for link in event.links],
-                moment,
-                received_at,
-                event.id,
-                False,
-            ]
-        )
+        moment = event.datetime or result.dated_from + timedelta(microseconds=result.accepted)
+        key = existing.get(event.uri)
+        rows.append(_change_row(set_id, event, applied, key, ln, moment, received_at))
         setattr(result, applied, getattr(result, applied) + 1)
         result.accepted += 1
     _changes.insert(rows)

@@ -11,8 +11,9 @@ import mimetypes
 import os
 
 from django.conf import settings
-from django.http import FileResponse, Http404, HttpRequest, HttpResponse
+from django.http import FileResponse, Http404, HttpRequest, HttpResponseBase
 
+from sitemaps import links
 from sitemaps.access import SetReadView
 
 from .locations import LocationError, resolve_location
@@ -22,7 +23,9 @@ from .models import LocationType
 class ResourceFileView(SetReadView):
     """One file under the set's `resource_root_dir`."""
 
-    def get(self, request: HttpRequest, provider: str, set_slug: str, path: str) -> HttpResponse:
+    def get(
+        self, request: HttpRequest, provider: str, set_slug: str, path: str
+    ) -> HttpResponseBase:
         if not settings.SERVE_RESOURCE_FILES:
             raise Http404("Resource files are served elsewhere.")
         resource_set = self.get_resource_set()
@@ -41,7 +44,11 @@ class ResourceFileView(SetReadView):
         if not os.path.isfile(full_path):
             raise Http404("No such file.")
         content_type = mimetypes.guess_type(full_path)[0] or "application/octet-stream"
-        return FileResponse(open(full_path, "rb"), content_type=content_type)
+        handle = open(full_path, "rb")  # noqa: SIM115 (FileResponse closes it)
+        response = FileResponse(handle, content_type=content_type)
+        # ResourceSync discovery: the resource names its Capability List.
+        response["Link"] = f'<{links.capability_list_url(resource_set)}>; rel="resourcesync"'
+        return response
 
 
 resource_file = ResourceFileView.as_view()

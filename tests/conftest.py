@@ -18,9 +18,10 @@ test fails (never skips), so a green run has really exercised the services.
 Tests using these fixtures get the `elasticsearch` / `redis` markers
 automatically, so `pytest -m "not elasticsearch and not redis"` runs the rest.
 
-When a collected test uses `celery_worker` or `database_url` (for a subprocess
-of its own), the SQLite test database is a file (not pytest-django's faster
-in-memory one) so that the other process can open it.
+When a collected test uses `celery_worker`, `file_database` or `database_url`
+(for a subprocess of its own), the SQLite test database is a file (not
+pytest-django's faster in-memory one) so that another process (a worker, a
+gunicorn, `manage.py`) or another thread's connection can open it.
 """
 
 from __future__ import annotations
@@ -58,6 +59,8 @@ def _not_answering(var: str, url: str, error: Exception) -> None:
 
 
 NEEDS_FILE_DB = pytest.StashKey[bool]()
+#: Fixtures whose tests need the SQLite test database in a file.
+FILE_DB_FIXTURES = frozenset({"celery_worker", "file_database", "database_url"})
 _service_outcomes: dict[str, dict[str, int]] = {}
 
 
@@ -89,7 +92,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if "redis_url" in names:
             item.add_marker(pytest.mark.redis)
     config.stash[NEEDS_FILE_DB] = any(
-        {"celery_worker", "database_url"} & set(getattr(item, "fixturenames", ())) for item in items
+        FILE_DB_FIXTURES & set(getattr(item, "fixturenames", ())) for item in items
     )
 
 
@@ -107,6 +110,11 @@ def django_db_modify_db_settings(
     needed = request.config.stash.get(NEEDS_FILE_DB, True)
     if needed and db["ENGINE"] == "django.db.backends.sqlite3":
         db.setdefault("TEST", {})["NAME"] = str(tmp_path_factory.mktemp("db") / "test.sqlite3")
+
+
+@pytest.fixture
+def file_database(transactional_db: None) -> None:
+    """Ask for a file-based, transactional test database (see FILE_DB_FIXTURES)."""
 
 
 @pytest.fixture(scope="session")
@@ -286,21 +294,27 @@ ELASTICSEARCH_GENERATOR = "sources.generators.elasticsearch.ElasticsearchGenerat
 
 
 @pytest.fixture
-def use_elasticsearch(settings, elasticsearch_url: str):
-    """Mirror into fresh test indices (reading from them is the generator setting's job)."""
-    from elasticsearch.dsl.connections import connections
+def elasticsearch_generator(elasticsearch_url: str) -> dict:
+    """The RESOURCESYNC_GENERATORS entry of the Elasticsearch generator on the test node
+    (its indices carry this run's prefix, set by resourcesync_portal/test_settings.py)."""
+    return {
+        "BACKEND": ELASTICSEARCH_GENERATOR,
+        "HOSTS": [elasticsearch_url],
+        "INDEX_PREFIX": os.environ["ELASTICSEARCH_INDEX_PREFIX"],
+    }
 
-    from sources.documents import changes_index, resources_index
-    from sources.indexing import ensure_indices
 
-    settings.ELASTICSEARCH_URL = elasticsearch_url
-    connections.configure(default={"hosts": elasticsearch_url, "request_timeout": 30})
-    for index in (resources_index, changes_index):
-        index.delete(ignore_unavailable=True)
-    ensure_indices()
-    yield elasticsearch_url
-    for index in (resources_index, changes_index):
-        index.delete(ignore_unavailable=True)
+@pytest.fixture
+def use_elasticsearch(settings, elasticsearch_generator: dict):
+    """The Elasticsearch generator, reading and mirroring into fresh test indices; yields it."""
+    from sources.generators import get_generator
+
+    settings.RESOURCESYNC_GENERATORS = {"default": elasticsearch_generator}
+    generator = get_generator()
+    generator.mirror.delete_indices()
+    generator.mirror.ensure_indices()
+    yield generator
+    generator.mirror.delete_indices()
 
 
 @pytest.fixture(autouse=True)

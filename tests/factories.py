@@ -8,10 +8,10 @@ from typing import Any
 import factory
 from django.contrib.auth import get_user_model
 
+from sitemaps.protocol.constants import ChangeType
 from sources.models import (
     ApiToken,
     Change,
-    ChangeType,
     DataProvider,
     LocationType,
     Resource,

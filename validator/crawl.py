@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import httpx
 
-from sitemaps.constants import Capability
+from sitemaps.protocol.constants import Capability
 
 from .authority import Authority
 from .http import DEFAULT_MAX_BYTES, Fetched, Fetcher, FetchFailed
@@ -126,25 +126,41 @@ def following(visit: Visit, document: RawDocument) -> Iterator[Visit]:
     """The documents this one leads to, each with what it must say about itself."""
     capability = document.capability
     if capability == Capability.DESCRIPTION:
-        expected = Capability.DESCRIPTION if document.is_index else Capability.CAPABILITY_LIST
-        for entry in document.entries:
-            if entry.loc:
-                yield Visit(entry.loc, Context(expected=expected, up=visit.url))
+        yield from _listed_capability_lists(visit, document)
         return
     # Below a Capability List, every document's `up` names the Capability List.
     up = visit.url if capability == Capability.CAPABILITY_LIST else visit.context.up
     if capability == Capability.CAPABILITY_LIST and not document.is_index:
-        for entry in document.entries:
-            listed = entry.md.get("capability", "")
-            if entry.loc and listed in FOLLOWED:
-                yield Visit(entry.loc, Context(expected=listed, up=up))
+        yield from _listed_capabilities(document, up)
     elif document.is_index and capability in FOLLOWED and not visit.context.index:
-        for entry in document.entries:
-            if entry.loc:
-                context = Context(expected=capability, up=up, index=visit.url, listed=entry.md)
-                yield Visit(entry.loc, context)
+        yield from _index_parts(visit, document, up)
     elif capability in MANIFESTS:
-        for entry in document.entries:
-            for link in entry.links:
-                if link.get("rel") == "contents" and link.get("href"):
-                    yield Visit(link["href"], Context(expected=MANIFESTS[capability], up=up))
+        yield from _manifests(document, up)
+
+
+def _listed_capability_lists(visit: Visit, document: RawDocument) -> Iterator[Visit]:
+    expected = Capability.DESCRIPTION if document.is_index else Capability.CAPABILITY_LIST
+    for entry in document.entries:
+        if entry.loc:
+            yield Visit(entry.loc, Context(expected=expected, up=visit.url))
+
+
+def _listed_capabilities(document: RawDocument, up: str | None) -> Iterator[Visit]:
+    for entry in document.entries:
+        listed = entry.md.get("capability", "")
+        if entry.loc and listed in FOLLOWED:
+            yield Visit(entry.loc, Context(expected=listed, up=up))
+
+
+def _index_parts(visit: Visit, document: RawDocument, up: str | None) -> Iterator[Visit]:
+    for entry in document.entries:
+        if entry.loc:
+            context = Context(expected=document.capability, up=up, index=visit.url, listed=entry.md)
+            yield Visit(entry.loc, context)
+
+
+def _manifests(document: RawDocument, up: str | None) -> Iterator[Visit]:
+    for entry in document.entries:
+        for link in entry.links:
+            if link.get("rel") == "contents" and link.get("href"):
+                yield Visit(link["href"], Context(expected=MANIFESTS[document.capability], up=up))

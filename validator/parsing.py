@@ -1,6 +1,6 @@
 """Read a fetched document leniently, so every problem in it can be reported.
 
-The project's reader (`sitemaps.reader`) stops at the first error, as a
+The project's reader (`sitemaps.protocol.reader`) stops at the first error, as a
 harvester should; a validator keeps going. Parsing is just as safe: DTDs and
 entity declarations are refused before and after parsing, and lxml runs with
 entity resolution, DTD loading and network access off.
@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from lxml import etree
 
-from sitemaps.constants import RS_NS, SITEMAP_NS
+from sitemaps.protocol.constants import RS_NS, SITEMAP_NS
 
 URLSET = f"{{{SITEMAP_NS}}}urlset"
 SITEMAPINDEX = f"{{{SITEMAP_NS}}}sitemapindex"

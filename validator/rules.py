@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from sitemaps.constants import MAX_DOCUMENT_BYTES, MAX_ENTRIES_PER_DOCUMENT, Capability
+from sitemaps.protocol.constants import MAX_DOCUMENT_BYTES, MAX_ENTRIES_PER_DOCUMENT, Capability
 
 from .authority import Authority
 from .parsing import RawDocument, RawEntry

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from lxml import etree
 
-from sitemaps.constants import SITEMAP_NS
+from sitemaps.protocol.constants import SITEMAP_NS
 
 XSD_DIR = Path(__file__).resolve().parent / "xsd"
 

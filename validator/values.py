@@ -8,7 +8,7 @@ from __future__ import annotations
 import datetime as dt
 import re
 
-from sitemaps.reader import ResourceSyncParseError, parse_datetime
+from sitemaps.protocol.reader import ResourceSyncParseError, parse_datetime
 
 from .authority import Authority, is_absolute_http
 

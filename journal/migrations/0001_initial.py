@@ -8,7 +8,7 @@ class Migration(migrations.Migration):
     initial = True
 
     dependencies = [
-        ("sources", "0003_change_received_index"),
+        ("sources", "0004_change_received_index"),
     ]
 
     operations = [

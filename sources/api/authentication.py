@@ -6,9 +6,11 @@
 
 from __future__ import annotations
 
+import logging
 from datetime import timedelta
 
 from django.contrib.auth.models import AnonymousUser
+from django.db import DatabaseError, transaction
 from django.db.models import Q
 from django.utils import timezone
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
@@ -18,6 +20,7 @@ from rest_framework.request import Request
 from sources.models import ApiToken
 from sources.tokens import CHALLENGE, NotAuthenticated, request_token
 
+logger = logging.getLogger(__name__)
 #: `last_used_at` is a hint for operators, not an audit log: one write a minute is enough.
 LAST_USED_RESOLUTION = timedelta(minutes=1)
 
@@ -41,14 +44,23 @@ class ApiTokenAuthentication(authentication.BaseAuthentication):
 
 
 def token_touch(*, token: ApiToken) -> None:
-    """Record use at most once a minute, so busy clients do not write on every request."""
+    """Record use at most once a minute, so busy clients do not write on every request.
+
+    A hint must never fail a request: when the database is busy (SQLite's
+    write lock held by another request), the write is skipped.
+    """
     now = timezone.now()
     if token.last_used_at is not None and now - token.last_used_at < LAST_USED_RESOLUTION:
         return
-    ApiToken.objects.filter(
-        Q(last_used_at__isnull=True) | Q(last_used_at__lt=now - LAST_USED_RESOLUTION),
-        pk=token.pk,
-    ).update(last_used_at=now)
+    try:
+        with transaction.atomic():
+            ApiToken.objects.filter(
+                Q(last_used_at__isnull=True) | Q(last_used_at__lt=now - LAST_USED_RESOLUTION),
+                pk=token.pk,
+            ).update(last_used_at=now)
+    except DatabaseError:
+        logger.warning("Could not record the use of API token %s", token.pk, exc_info=True)
+        return
     token.last_used_at = now
 
 

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
+from django.db import OperationalError
 from django.http import UnreadablePostError
 from rest_framework import status
 from rest_framework.exceptions import APIException
@@ -21,7 +22,7 @@ from rest_framework.views import exception_handler, set_rollback
 
 from sources.services import EventsRejected
 
-from .parsers import BodyTooLarge
+from .parsers import BodyTooLarge, LengthRequired
 from .serializers import ErrorListSerializer
 
 
@@ -50,10 +51,37 @@ class PayloadTooLarge(BodyError):
     status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
 
 
+class ChunkedBodyUnreadable(BodyError):
+    """The server in front did not decode a chunked body (Django's runserver)."""
+
+    status_code = status.HTTP_411_LENGTH_REQUIRED
+
+    def __init__(self) -> None:
+        super().__init__("is chunked, which this server cannot read; send a Content-Length.")
+
+
+class DatabaseBusy(APIException):
+    """SQLite's one writer held its lock past our wait: nothing was applied, try again."""
+
+    status_code = status.HTTP_503_SERVICE_UNAVAILABLE
+    default_detail = "The database is busy with another write; nothing was applied. Retry shortly."
+    default_code = "database_busy"
+    retry_after = 1
+
+
+def _database_error(exc: OperationalError) -> APIException | None:
+    """Only SQLite's lock timeout is the client's to retry; any other is a bug (500)."""
+    if "locked" in str(exc):  # "database is locked", "database table is locked"
+        return DatabaseBusy()
+    return None
+
+
 #: Exceptions of the services and parsers, and the API error each one is.
-API_ERRORS: dict[type[Exception], Callable[[Any], APIException]] = {
+API_ERRORS: dict[type[Exception], Callable[[Any], APIException | None]] = {
     EventsRejected: lambda exc: InvalidEvents([asdict(error) for error in exc.errors]),
     BodyTooLarge: lambda exc: PayloadTooLarge(str(exc)),
+    LengthRequired: lambda exc: ChunkedBodyUnreadable(),
+    OperationalError: _database_error,
     UnreadablePostError: lambda exc: BodyError("could not be read to the end."),
 }
 
@@ -62,10 +90,13 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response |
     """`REST_FRAMEWORK["EXCEPTION_HANDLER"]`: every API error is rendered here."""
     for exception_class, api_error in API_ERRORS.items():
         if isinstance(exc, exception_class):
-            exc = api_error(exc)
+            exc = api_error(exc) or exc
             break
     if isinstance(exc, ApiErrorList):
         set_rollback()
         body = ErrorListSerializer({"errors": exc.errors}).data
         return Response(body, status=exc.status_code)
-    return exception_handler(exc, context)
+    response = exception_handler(exc, context)
+    if response is not None and isinstance(exc, DatabaseBusy):
+        response["Retry-After"] = str(exc.retry_after)
+    return response

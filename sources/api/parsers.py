@@ -1,9 +1,11 @@
 """Read an events body as a stream: memory stays bounded by one event.
 
 DRF calls a parser when the view first touches `request.data`; these parsers
-return a lazy iterator instead of a parsed document, so `ingest_events` pulls
-events off the socket as it applies them. The body is read in chunks and
-counted against `INGEST_MAX_BODY_BYTES`, whatever Content-Length claimed.
+receive the body (spooled to disk past a few MB) and return a lazy iterator
+instead of a parsed document, which the validator drains before ingestion
+takes any lock. The body is read in chunks and counted against
+`INGEST_MAX_BODY_BYTES`, whatever Content-Length claimed; `request_events`
+also reads chunked bodies, which Django would see as empty.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import IO, Any
 from django.conf import settings
 from rest_framework.exceptions import UnsupportedMediaType
 from rest_framework.parsers import BaseParser
+from rest_framework.request import Request
 
 CHUNK_BYTES = 64 * 1024
 #: Bodies larger than this wait on disk until the events are applied.
@@ -26,16 +29,39 @@ SPOOL_MEMORY_BYTES = 8 * 1024 * 1024
 #: One event (one NDJSON line, one array element) may not be larger than this.
 MAX_EVENT_BYTES = 1024 * 1024
 
-_json_decoder = json.JSONDecoder()
 _JSON_WHITESPACE = " \t\n\r"
+#: Python refuses to convert longer integer literals (sys.get_int_max_str_digits).
+MAX_INT_DIGITS = 4300
+
+
+class OverlongNumber(str):
+    """The digits of an integer too long to convert; validation refuses it by field name."""
+
+
+def _parse_int(digits: str) -> int | OverlongNumber:
+    if len(digits) > MAX_INT_DIGITS:
+        return OverlongNumber(digits)
+    return int(digits)
+
+
+_json_decoder = json.JSONDecoder(parse_int=_parse_int)
+#: What a decoder says about a value nested deeper than Python's recursion limit.
+TOO_DEEP = "is nested too deeply."
 
 
 class BodyTooLarge(Exception):
     """The body exceeds the configured limit; answered with 413."""
 
     def __init__(self, limit: int) -> None:
-        super().__init__(f"is larger than the limit of {limit} bytes.")
+        super().__init__(
+            f"is larger than the limit of {limit} bytes (INGEST_MAX_BODY_BYTES); send the "
+            "events in several requests, each small enough to finish within the server's timeout."
+        )
         self.limit = limit
+
+
+class LengthRequired(Exception):
+    """A chunked body this server cannot read (it does not decode the chunks); answered with 411."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,11 +120,13 @@ def iter_ndjson(chunks: Iterator[bytes]) -> Iterator[RawEvent]:
 
 def _ndjson_value(line: bytes, line_number: int) -> RawEvent:
     try:
-        return json.loads(line.decode("utf-8"))
+        return _json_decoder.decode(line.decode("utf-8"))
     except UnicodeDecodeError as exc:
         return MalformedEvent(f"line {line_number}: is not UTF-8 ({exc.reason}).")
     except json.JSONDecodeError as exc:
         return MalformedEvent(f"line {line_number}: {exc.msg} (column {exc.colno}).")
+    except RecursionError:
+        return MalformedEvent(f"line {line_number}: {TOO_DEEP}")
 
 
 class _Malformed(Exception):
@@ -168,6 +196,8 @@ class _TextReader:
         while True:
             try:
                 value, end = _json_decoder.raw_decode(self.text, self.pos)
+            except RecursionError:
+                raise _Malformed(f"{self.where(self.pos)}: {TOO_DEEP}") from None
             except json.JSONDecodeError as exc:
                 if len(self.text) - self.pos > MAX_EVENT_BYTES:
                     raise _Malformed(
@@ -178,7 +208,8 @@ class _TextReader:
                     raise _Malformed(f"{self.where(exc.pos)}: {exc.msg}.") from exc
                 continue
             # A number may continue in the next chunk; anything else is complete.
-            if end == len(self.text) and isinstance(value, int | float) and self.fill():
+            number = isinstance(value, int | float | OverlongNumber)
+            if end == len(self.text) and number and self.fill():
                 continue
             self.pos = end
             return value
@@ -274,3 +305,23 @@ def _check_charset(media_type: str) -> None:
             "utf8",
         }:
             raise UnsupportedMediaType(media_type, detail="Events must be encoded as UTF-8.")
+
+
+def request_events(request: Request, parser_context: dict[str, Any]) -> Iterator[RawEvent] | None:
+    """The body's events as a lazy iterator, or None for an empty body.
+
+    A body sent with `Transfer-Encoding: chunked` has no Content-Length, so
+    Django (and DRF) read it as empty; a server that decodes the chunks says
+    so with `wsgi.input_terminated` (gunicorn does), and its input is read here.
+    """
+    meta = request.META
+    chunked = "chunked" in meta.get("HTTP_TRANSFER_ENCODING", "").lower()
+    if chunked and not meta.get("CONTENT_LENGTH"):
+        if not meta.get("wsgi.input_terminated"):
+            raise LengthRequired
+        parser = request.negotiator.select_parser(request, request.parsers)
+        if parser is None:
+            raise UnsupportedMediaType(request.content_type)
+        return parser.parse(meta["wsgi.input"], request.content_type, parser_context)
+    items = request.data  # the parser's lazy iterator, {} for an empty body
+    return items if isinstance(items, Iterator) else None

@@ -13,7 +13,8 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from sources.models import ChangeType, LocationType
+from sitemaps.protocol.constants import ChangeType
+from sources.models import LocationType
 from sources.services import MAX_REPORTED_ERRORS
 
 
@@ -36,7 +37,7 @@ class LinkSerializer(serializers.Serializer):
 class EventSerializer(serializers.Serializer):
     """One event. `length`, `md5`, `mime` and `lastmod` are required unless `change` is deleted."""
 
-    change = serializers.ChoiceField(choices=ChangeType.choices)
+    change = serializers.ChoiceField(choices=ChangeType.choices())
     location = LocationSerializer()
     length = serializers.IntegerField(min_value=0, required=False, help_text="Size in bytes.")
     md5 = serializers.RegexField(
@@ -112,7 +113,7 @@ class ResourceSerializer(serializers.Serializer):
 
 
 class ChangeSerializer(serializers.Serializer):
-    change = serializers.ChoiceField(choices=ChangeType.choices, help_text="As applied.")
+    change = serializers.ChoiceField(choices=ChangeType.choices(), help_text="As applied.")
     location = StoredLocationSerializer(source="*")
     uri = serializers.CharField()
     length = serializers.IntegerField(allow_null=True)

@@ -10,15 +10,20 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from django.conf import settings
+from django.utils import timezone
+
+from sitemaps.protocol.constants import ChangeType
+from sitemaps.protocol.xmlchars import describe, forbidden_character
 from sources.events import Event, LinkData
 from sources.locations import LocationError, resolve_location
-from sources.models import ChangeType, LocationType, ResourceSet
-from sources.services import EventError
+from sources.models import LocationType, ResourceSet
+from sources.services import MAX_REPORTED_ERRORS, EventError, EventsRejected
 
-from .parsers import MalformedEvent
+from .parsers import MalformedEvent, OverlongNumber
 
 EVENT_FIELDS = frozenset(
     {"change", "location", "length", "md5", "sha256", "mime", "lastmod", "ln", "datetime", "id"}
@@ -28,7 +33,7 @@ LINK_FIELDS = frozenset({"rel", "href", "mime"})
 #: Fields a created or updated event must carry; a deleted event may omit them.
 CONTENT_FIELDS = ("length", "md5", "mime", "lastmod")
 
-CHANGE_TYPES = frozenset(ChangeType.values)
+CHANGE_TYPES = frozenset(ChangeType)
 LOCATION_TYPES = frozenset(LocationType.values)
 MAX_LENGTH = 2**63 - 1  # BigIntegerField
 MAX_MIME_LENGTH = 255
@@ -55,6 +60,27 @@ class EventValidator:
     def __init__(self, resource_set: ResourceSet) -> None:
         self.url_prefix = resource_set.url_prefix
         self.resource_root_dir = resource_set.resource_root_dir
+        self.clock_skew = settings.INGEST_CLOCK_SKEW_SECONDS
+        #: A change dated later would close the open Change List in the future.
+        self.latest = timezone.now() + timedelta(seconds=self.clock_skew)
+
+    def validate_body(self, items: Iterable[object]) -> list[Event]:
+        """Every event of a body, validated before any lock is taken, or EventsRejected.
+
+        The events are held in memory (about 1 KB each), which the body limit bounds.
+        """
+        events: list[Event] = []
+        errors: list[EventError] = []
+        for item in self.validate_all(items):
+            if isinstance(item, EventError):
+                errors.append(item)
+                if len(errors) >= MAX_REPORTED_ERRORS:
+                    break
+            elif not errors:
+                events.append(item)
+        if errors:
+            raise EventsRejected(errors)
+        return events
 
     def validate_all(self, items: Iterable[object]) -> Iterator[Event | EventError]:
         """One Event or EventError per item, in order, as `ingest_events` expects."""
@@ -106,7 +132,7 @@ class EventValidator:
             mime=_mime_type(mime, "mime") if mime is not None else "",
             lastmod=_timestamp(lastmod, "lastmod") if lastmod is not None else None,
             links=self._links(links) if links is not None else (),
-            datetime=_timestamp(moment, "datetime") if moment is not None else None,
+            datetime=self._datetime(moment) if moment is not None else None,
             id=_event_id(event_id) if event_id is not None else "",
         )
 
@@ -128,6 +154,7 @@ class EventValidator:
             raise _Invalid(f"{path}.value", "is required.")
         if not isinstance(value, str):
             raise _Invalid(f"{path}.value", f"must be a string, not {_json_type(value)}.")
+        _writable(value, f"{path}.value")
         try:
             uri = resolve_location(
                 location_type,
@@ -137,7 +164,19 @@ class EventValidator:
             )
         except LocationError as exc:
             raise _Invalid(f"{path}.value", str(exc)) from exc
+        if uri is not value:
+            _writable(uri, f"{path}.value", "resolves to a URI that")
         return location_type, value, uri
+
+    def _datetime(self, value: object) -> datetime:
+        moment = _timestamp(value, "datetime")
+        if moment > self.latest:
+            raise _Invalid(
+                "datetime",
+                f"is later than the server's clock plus {self.clock_skew} seconds; "
+                "a change cannot be dated in the future.",
+            )
+        return moment
 
     def _links(self, data: object) -> tuple[LinkData, ...]:
         if not isinstance(data, list):
@@ -153,6 +192,9 @@ class EventValidator:
             rel = link.get("rel")
             if not isinstance(rel, str) or not rel.strip():
                 raise _Invalid(f"{path}.rel", "is required and must be a non-empty string.")
+            # A relation is a token or a URI: stricter than what XML allows (xmlchars).
+            if not rel.isprintable():
+                raise _Invalid(f"{path}.rel", "must not contain control or unprintable characters.")
             href_type, href_value, uri = self._location(link.get("href"), f"{path}.href")
             mime = link.get("mime")
             links.append(
@@ -170,14 +212,30 @@ class EventValidator:
 def _reject_unknown(data: dict[str, Any], known: frozenset[str], path: str) -> None:
     if data.keys() <= known:
         return
-    unknown = sorted(set(data) - known)[0]
+    # A name may hold a lone surrogate, which no JSON answer could carry.
+    unknown = sorted(set(data) - known)[0].encode("utf-8", "backslashreplace").decode()
     raise _Invalid(
         f"{path}.{unknown}" if path else unknown,
         f"is not a known field; expected {', '.join(sorted(known))}.",
     )
 
 
+def _writable(value: str, field: str, subject: str = "") -> None:
+    """Refuse what a document could not hold (sitemaps.protocol.xmlchars), before it is stored."""
+    if value.isascii() and value.isprintable():  # the usual case, without a call
+        return
+    found = forbidden_character(value)
+    if found is not None:
+        position, character = found
+        what = f"{subject} contains" if subject else "contains"
+        raise _Invalid(
+            field, f"{what} {describe(character)} at position {position}, not allowed in XML 1.0."
+        )
+
+
 def _length(value: object) -> int:
+    if isinstance(value, OverlongNumber):
+        raise _Invalid("length", f"must be at most {MAX_LENGTH}.")
     # bool is an int subclass in Python, but `true` is not a length.
     if not isinstance(value, int) or isinstance(value, bool):
         raise _Invalid("length", f"must be an integer, not {_json_type(value)}.")
@@ -199,6 +257,8 @@ def _mime_type(value: object, field: str) -> str:
         raise _Invalid(field, f"must be a string, not {_json_type(value)}.")
     if len(value) > MAX_MIME_LENGTH or not _mime.fullmatch(value):
         raise _Invalid(field, 'must be a media type like "text/plain".')
+    if not value.isascii():  # the pattern refuses ASCII controls already
+        _writable(value, field)
     return value
 
 
@@ -211,21 +271,28 @@ def _timestamp(value: object, field: str) -> datetime:
         raise _Invalid(field, f"is not an ISO 8601 date and time: {value!r}.") from exc
     if moment.tzinfo is None or moment.utcoffset() is None:
         raise _Invalid(field, "must include a time zone, e.g. 'Z' or '+02:00'.")
-    return moment
+    try:
+        # Every supported database holds years 1 to 9999 in UTC, no more.
+        return moment.astimezone(UTC)
+    except OverflowError as exc:
+        raise _Invalid(field, "must lie between the years 1 and 9999 in UTC.") from exc
 
 
 def _event_id(value: object) -> str:
     if isinstance(value, bool) or not isinstance(value, str | int):
         raise _Invalid("id", f"must be a string, not {_json_type(value)}.")
-    event_id = str(value)
+    event_id = str(value)  # an OverlongNumber is its digits
     if not event_id or len(event_id) > MAX_ID_LENGTH:
         raise _Invalid("id", f"must be 1 to {MAX_ID_LENGTH} characters long.")
+    _writable(event_id, "id")
     return event_id
 
 
 def _json_type(value: object) -> str:
     if value is None:
         return "null"
+    if isinstance(value, OverlongNumber):
+        return f"a number of {len(value)} digits"
     if isinstance(value, bool):
         return "a boolean"
     if isinstance(value, int | float):

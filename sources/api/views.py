@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlencode
 
@@ -36,7 +35,7 @@ from sources.tokens import EXPECTED_HEADER
 
 from .authentication import ApiTokenAuthentication, StaffSessionAuthentication
 from .exceptions import BodyError
-from .parsers import JSONEventsParser, NDJSONEventsParser
+from .parsers import JSONEventsParser, NDJSONEventsParser, request_events
 from .permissions import CanReachResourceSet, HasApiToken
 from .serializers import (
     ChangeCursorField,
@@ -58,9 +57,10 @@ INGEST_DESCRIPTION = f"""\
 Apply events to the set's snapshot and append them to its change log.
 
 The body is one event object or a JSON array of events (`application/json`),
-or one event per line (`application/x-ndjson`), which is read as a stream and
-is the way to send large batches. Bodies over {settings.INGEST_MAX_BODY_BYTES}
-bytes are refused with 413.
+or one event per line (`application/x-ndjson`), the way to send large batches.
+Bodies over {settings.INGEST_MAX_BODY_BYTES} bytes are refused with 413: send
+more events in several requests. A body may be sent with
+`Transfer-Encoding: chunked`; the limit is counted as it arrives.
 
 A request is all or nothing: if any event is invalid, none is applied and the
 answer is 400 with one error per invalid event (field as a dotted path, e.g.
@@ -76,7 +76,12 @@ Semantics, applied in request order:
 - An event whose `id` was seen before (in this request or an earlier one) is
   a duplicate: counted, not applied again, so a failed request can be retried.
 - `datetime` defaults to the time of receipt and must not be earlier than the
-  start of the set's open change list.
+  start of the set's open change list, nor later than the server's clock plus
+  {settings.INGEST_CLOCK_SKEW_SECONDS} seconds (`INGEST_CLOCK_SKEW_SECONDS`).
+- `lastmod` and `datetime` must lie within the years 1 to 9999 in UTC.
+- Locations, links, media types and ids must not contain characters that
+  XML 1.0 forbids (control characters, lone surrogates, U+FFFE, U+FFFF); a
+  link's `rel` must be printable.
 """
 
 
@@ -221,11 +226,12 @@ class EventIngestApi(ResourceSetView):
     )
     def post(self, request: Request, provider_slug: str, set_slug: str) -> Response:
         resource_set = self.get_resource_set()
-        items = request.data  # a lazy iterator from the parser, {} for an empty body
-        if not isinstance(items, Iterator):
+        items = request_events(request, self.get_parser_context(request))
+        if items is None:
             raise BodyError("is empty.")
-        # Invalid events, a body over the limit or cut short: see exceptions.API_ERRORS.
-        events = EventValidator(resource_set).validate_all(items)
+        # Parsed and validated before ingestion takes the set's write lock. Invalid
+        # events, a body over the limit, chunked or cut short: exceptions.API_ERRORS.
+        events = EventValidator(resource_set).validate_body(items)
         result = ingest_events(resource_set=resource_set, events=events)
         return Response(IngestCountsSerializer(result.counts()).data)
 

@@ -4,13 +4,22 @@ A generator yields the rows a document needs, in a stable key order, so the
 document layer can page with keysets and never with OFFSET. Backends differ
 only in where they read (the database, Elasticsearch, a folder); they must
 yield identical records for the same data.
+
+A backend that reads a copy of the database also keeps that copy: its write
+hooks (index, reconcile, how far it can see) do nothing here, so callers
+never ask which backend is active.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, BinaryIO, ClassVar
+
+from django.core.exceptions import ImproperlyConfigured
+
+from sitemaps.protocol.records import ChangeRecord, ResourceRecord
 
 if TYPE_CHECKING:
     from sources.models import ResourceSet
@@ -19,61 +28,78 @@ if TYPE_CHECKING:
 DEFAULT_BATCH_SIZE = 5000
 
 
-# Records are NamedTuples: immutable, typed, and cheap to build a million times.
+@dataclass
+class ReconcileReport:
+    """What `reconcile` found missing or stale in a backend's copy, and fixed."""
+
+    changes_indexed: int = 0
+    resources_indexed: int = 0
+    resources_removed: int = 0
+    changes_removed: int = 0
+    changes_reindexed: int = 0
+    sets: list[str] = field(default_factory=list)
+    #: Said instead of the figures when the backend keeps no copy at all.
+    note: str = ""
+
+    def __str__(self) -> str:
+        if self.note:
+            return self.note
+        return (
+            f"indexed {self.changes_indexed} pending change(s); "
+            f"re-indexed {self.resources_indexed} resource(s) and "
+            f"{self.changes_reindexed} change(s); removed {self.resources_removed} stale "
+            f"resource(s) and {self.changes_removed} stale change(s)"
+        )
 
 
-class Link(NamedTuple):
-    """One `<rs:ln>`: href is already resolved to an absolute URI."""
-
-    rel: str
-    href: str
-    mime: str = ""
-
-
-class ResourceRecord(NamedTuple):
-    """The current state of one resource, as a Resource List entry shows it."""
-
-    key: int
-    uri: str
-    lastmod: dt.datetime
-    length: int
-    md5: str
-    mime: str
-    sha256: str = ""
-    links: tuple[Link, ...] = ()
-
-
-class ChangeRecord(NamedTuple):
-    """One logged change, as a Change List entry shows it.
-
-    `key` is the change's own id; `resource_key` the resource it touched.
-    Deleted changes may lack lastmod, length, md5 and mime.
-    """
-
-    key: int
-    resource_key: int
-    uri: str
-    change: str
-    datetime: dt.datetime
-    lastmod: dt.datetime | None = None
-    length: int | None = None
-    md5: str = ""
-    mime: str = ""
-    sha256: str = ""
-    links: tuple[Link, ...] = ()
+class ResourceUnreadable(Exception):
+    """The portal cannot read a resource's bytes (for a dump); the message says why."""
 
 
 class BaseGenerator:
-    """Base class of every generator backend; hooks state their contract."""
+    """Base class of every generator backend; hooks state their contract.
+
+    Read hooks must be implemented. Write hooks do nothing by default: right
+    for a backend that reads the database rows themselves.
+    """
 
     #: Short name used in settings and in the admin.
     name: ClassVar[str] = "base"
-    #: True when the backend reads a mirror that lags the database (documents
-    #: then wait until changes are indexed, so no page is written stale).
-    reads_mirror: ClassVar[bool] = False
 
     def __init__(self, params: dict[str, Any] | None = None) -> None:
-        self.params = params or {}
+        """Take the options of the backend's settings entry; a subclass pops its own first."""
+        unknown = sorted(params or {})
+        if unknown:
+            raise ImproperlyConfigured(f"{type(self).__name__} has no option {', '.join(unknown)}.")
+
+    # Write side: how the backend keeps up with the database.
+
+    def needs_indexing(self, resource_set_id: int) -> bool:
+        """Whether committed changes of the set wait for `index_pending`; none by default."""
+        return False
+
+    def index_pending(self, resource_set_id: int | None = None) -> int:
+        """Make committed changes (of one set, or all) visible to this backend; how many."""
+        return 0
+
+    def reconcile(self, resource_sets: Iterable[ResourceSet] | None = None) -> ReconcileReport:
+        """Repair what the backend's copy lost or kept too long; say what was fixed."""
+        return ReconcileReport(note=f"nothing to do, the {self.name} generator keeps no copy")
+
+    def check_copy(self, timeout: float) -> bool:
+        """Raise if the copy the backend keeps is down or unhealthy; False if it keeps none."""
+        return False
+
+    def visible_through(self, resource_set: ResourceSet) -> int:
+        """The highest change id this backend shows, with every change before it."""
+        from django.db.models import Max
+
+        from sources.models import Change
+
+        changes = Change.objects.filter(resource_set=resource_set)
+        return changes.aggregate(newest=Max("id"))["newest"] or 0
+
+    # Read side: what documents are built from.
 
     def iter_resources(
         self,
@@ -118,3 +144,16 @@ class BaseGenerator:
     def last_changed(self, resource_set: ResourceSet) -> dt.datetime | None:
         """The datetime of the set's newest change, or None if it has none."""
         raise NotImplementedError
+
+    def open_resource(
+        self, resource_set: ResourceSet, record: ResourceRecord | ChangeRecord
+    ) -> BinaryIO:
+        """Open the bytes of a resource (or of a change's resource) for a dump package.
+
+        The default reads the file its URI names under the set's
+        resource_root_dir; raises ResourceUnreadable when there is none. The
+        caller checks the bytes against the record.
+        """
+        from sources.resource_files import open_resource_file
+
+        return open_resource_file(resource_set, record.uri)

@@ -14,9 +14,10 @@ import orjson
 from django.db import connection
 from django.db.models import Max, Q
 
+from sitemaps.protocol.records import ChangeRecord, Link, ResourceRecord
 from sources.models import Change, Resource, ResourceSet
 
-from .base import DEFAULT_BATCH_SIZE, BaseGenerator, ChangeRecord, Link, ResourceRecord
+from .base import DEFAULT_BATCH_SIZE, BaseGenerator
 
 
 def _datetime(value: Any) -> Any:

@@ -1,25 +1,39 @@
 """Entries from the Elasticsearch mirror, paged with `search_after`.
 
 Sorting on the unique `key` (and on `datetime`, `key` for changes) gives a
-stable keyset order, so no page is ever read with `from`/OFFSET.
+stable keyset order, so no page is ever read with `from`/OFFSET. The backend
+also keeps the mirror (`sources.indexing.Mirror`): its write hooks index
+committed changes and repair what an outage left behind.
+
+Options of its RESOURCESYNC_GENERATORS entry: HOSTS (a list of URLs),
+INDEX_PREFIX (of the `<prefix>-resources` and `<prefix>-changes` indices),
+TIMEOUT (seconds per request) and OPTIONS (more `Elasticsearch()` arguments).
 """
 
 from __future__ import annotations
 
-import os
-from collections.abc import Callable, Iterator
+import re
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
-from typing import Any
+from typing import Any, ClassVar
 
-from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+from django.db.models import Min
 from elasticsearch import Elasticsearch
-from elasticsearch.dsl.connections import connections
 
-from sources.models import ResourceSet
+from sitemaps.protocol.records import ChangeRecord, ResourceRecord
+from sources.documents import DEFAULT_INDEX_PREFIX
+from sources.indexing import Mirror
+from sources.models import Change, ResourceSet
 
-from .base import BaseGenerator, ChangeRecord, ResourceRecord
+from .base import BaseGenerator, ReconcileReport
 from .records import as_datetime, change_record, resource_record
+
+DEFAULT_HOSTS = ["http://127.0.0.1:9200"]
+DEFAULT_TIMEOUT = 30
+#: What Elasticsearch accepts in an index name, lowercase and without `-_+` first.
+INDEX_PREFIX = re.compile(r"[a-z0-9][a-z0-9._+-]*")
 
 #: Of the links, what a record keeps: not their nested `href`.
 LINK_FIELDS = ["ln.rel", "ln.uri", "ln.mime"]
@@ -47,19 +61,34 @@ DATE_FORMAT = "strict_date_optional_time_nanos"
 FILTER_PATH = ["hits.hits._source", "hits.hits.sort"]
 
 
-def _reconnect_after_fork() -> None:
-    """A forked child builds its own clients: sharing the parent's pooled sockets mixes replies.
-
-    Regeneration forks page workers; this is what django_elasticsearch_dsl
-    does at start-up, after forgetting the inherited clients.
-    """
-    # The parent's configuration as it stands (tests and tools may change it), else the settings.
-    configured = {**settings.ELASTICSEARCH_DSL, **getattr(connections, "_kwargs", {})}
-    connections.configure()
-    connections.configure(**configured)
+def _pop(
+    params: dict[str, Any], name: str, default: Any, valid: Callable[[Any], bool], expected: str
+) -> Any:
+    """One option of the settings entry, checked: a bad value is a configuration error."""
+    value = params.pop(name, default)
+    if not valid(value):
+        raise ImproperlyConfigured(f"{name} must be {expected}, not {value!r}.")
+    return value
 
 
-os.register_at_fork(after_in_child=_reconnect_after_fork)
+def _is_hosts(value: Any) -> bool:
+    return (
+        isinstance(value, list | tuple)
+        and bool(value)
+        and all(isinstance(host, str) and host for host in value)
+    )
+
+
+def _is_index_prefix(value: Any) -> bool:
+    return isinstance(value, str) and INDEX_PREFIX.fullmatch(value) is not None
+
+
+def _is_timeout(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and value > 0
+
+
+def _is_dict(value: Any) -> bool:
+    return isinstance(value, dict)
 
 
 def _window(since: datetime | None, until: datetime | None) -> list[dict[str, Any]]:
@@ -81,23 +110,61 @@ def _sort_values(hit: dict[str, Any]) -> list[Any]:
 
 class ElasticsearchGenerator(BaseGenerator):
     name = "elasticsearch"
-    reads_mirror = True
+    #: What keeps the indices this backend reads.
+    mirror_class: ClassVar[type[Mirror]] = Mirror
+
+    def __init__(self, params: dict[str, Any] | None = None) -> None:
+        """Read HOSTS, INDEX_PREFIX, TIMEOUT and OPTIONS; nothing else reads them."""
+        params = dict(params or {})
+        self.mirror = self.mirror_class(
+            hosts=list(_pop(params, "HOSTS", DEFAULT_HOSTS, _is_hosts, "a list of URLs")),
+            index_prefix=_pop(
+                params, "INDEX_PREFIX", DEFAULT_INDEX_PREFIX, _is_index_prefix,
+                "a lowercase index name prefix",
+            ),
+            timeout=_pop(params, "TIMEOUT", DEFAULT_TIMEOUT, _is_timeout, "a number of seconds"),
+            options=_pop(params, "OPTIONS", {}, _is_dict, "a dict of Elasticsearch() arguments"),
+        )  # fmt: skip
+        super().__init__(params)
 
     @property
     def client(self) -> Elasticsearch:
-        return connections.get_connection()
+        return self.mirror.client
 
     @property
     def resources_index(self) -> str:
-        from sources.documents import resources_index
-
-        return resources_index._name
+        return self.mirror.resources_index
 
     @property
     def changes_index(self) -> str:
-        from sources.documents import changes_index
+        return self.mirror.changes_index
 
-        return changes_index._name
+    # Write side: the mirror.
+
+    def needs_indexing(self, resource_set_id: int) -> bool:
+        return Change.objects.filter(resource_set_id=resource_set_id, indexed=False).exists()
+
+    def index_pending(self, resource_set_id: int | None = None) -> int:
+        return self.mirror.index_pending(resource_set_id)
+
+    def reconcile(self, resource_sets: Iterable[ResourceSet] | None = None) -> ReconcileReport:
+        return self.mirror.reconcile(resource_sets)
+
+    def check_copy(self, timeout: float) -> bool:
+        """The cluster answers within `timeout` seconds and is not red."""
+        quick = self.client.options(request_timeout=timeout, max_retries=0)
+        if quick.cluster.health()["status"] == "red":
+            raise RuntimeError("Elasticsearch cluster status red")
+        return True
+
+    def visible_through(self, resource_set: ResourceSet) -> int:
+        """Up to the first change not yet indexed: a page never shows a later one without it."""
+        newest = super().visible_through(resource_set)
+        pending = Change.objects.filter(resource_set=resource_set, indexed=False)
+        first_pending = pending.aggregate(first=Min("id"))["first"]
+        return newest if first_pending is None else min(newest, first_pending - 1)
+
+    # Read side.
 
     def _scan(
         self,

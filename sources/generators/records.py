@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from .base import ChangeRecord, Link, ResourceRecord
+from sitemaps.protocol.records import ChangeRecord, Link, ResourceRecord
 
 
 def as_datetime(value: datetime | str | None) -> datetime | None:

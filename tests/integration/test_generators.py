@@ -2,32 +2,40 @@
 
 from __future__ import annotations
 
+import hashlib
+import mimetypes
 import os
 from datetime import UTC, datetime, timedelta
 from unittest import mock
+from urllib.parse import quote
 
 import pytest
+from django.core.management import call_command
+from django.db.models.signals import post_save
 from django.test import override_settings
 
 from sitemaps import regeneration
 from sitemaps.models import ChangeListPage, IndexDocument, RegenerationState, ResourceListPage
 from sitemaps.regeneration import regenerate
 from sitemaps.storage import document_storage
-from sources import services
+from sources import tasks
+from sources.events import Event
 from sources.generators import get_generator
-from sources.indexing import index_pending_changes
-from sources.models import ResourceSet
+from sources.models import Change, ResourceSet
 from sources.services import ingest_events
+from sources.signals import events_ingested, receivers_muted
 
-from ..support import ELASTICSEARCH_GENERATOR as GENERATOR
 from ..support import event, make_set, store_documents_in
 
 pytestmark = pytest.mark.django_db
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
-BACKENDS = {
-    "database": "sources.generators.database.DatabaseGenerator",
-    "elasticsearch": GENERATOR,
-}
+DATABASE = {"BACKEND": "sources.generators.database.DatabaseGenerator"}
+
+
+@pytest.fixture
+def backends(elasticsearch_generator) -> dict[str, dict]:
+    """Both settings entries, by backend name."""
+    return {"database": DATABASE, "elasticsearch": elasticsearch_generator}
 
 
 def at(seconds: float) -> datetime:
@@ -52,17 +60,18 @@ def load(resource_set: ResourceSet) -> None:
     )
 
 
-@pytest.fixture(params=sorted(BACKENDS))
+@pytest.fixture(params=["database", "elasticsearch"])
 def backend(request, settings):
     """Each test runs once per backend, with the data visible to it."""
     if request.param == "elasticsearch":
         request.getfixturevalue("use_elasticsearch")
-    settings.RESOURCESYNC_GENERATORS = {"default": {"BACKEND": BACKENDS[request.param]}}
+    else:
+        settings.RESOURCESYNC_GENERATORS = {"default": DATABASE}
     resource_set = make_set()
     load(resource_set)
-    if request.param == "elasticsearch":
-        index_pending_changes()
-    return get_generator(), resource_set
+    generator = get_generator()
+    generator.index_pending()
+    return generator, resource_set
 
 
 def uris(records) -> list[str]:
@@ -138,13 +147,83 @@ def test_last_changed(backend):
     assert generator.last_changed(make_set("empty", "set")) is None
 
 
-def test_backends_yield_identical_records(settings, use_elasticsearch):
+# The write side: how far a backend can see, and how it catches up.
+
+
+def commit_later(resource_set: ResourceSet) -> int:
+    """An update and a create, committed but indexed nowhere yet; the newest change id."""
+    ingest_events(
+        resource_set=resource_set,
+        events=[
+            event("updated", "g/01", version=2, datetime=at(30)),
+            event("created", "g/later", datetime=at(31)),
+        ],
+    )
+    return Change.objects.filter(resource_set=resource_set).latest("id").pk
+
+
+def test_visible_through_never_claims_a_change_the_generator_cannot_show(backend):
+    generator, resource_set = backend
+    loaded = Change.objects.filter(resource_set=resource_set).latest("id").pk
+    commit_later(resource_set)
+    through = generator.visible_through(resource_set)
+    shown = {change.key for change in generator.iter_changes(resource_set)}
+    ids = Change.objects.filter(resource_set=resource_set).values_list("id", flat=True)
+    assert through >= loaded
+    assert {key for key in ids if key <= through} <= shown
+
+
+def test_index_pending_makes_every_committed_change_visible(backend):
+    generator, resource_set = backend
+    newest = commit_later(resource_set)
+    behind = generator.visible_through(resource_set) < newest
+    assert generator.needs_indexing(resource_set.pk) == behind
+    generator.index_pending(resource_set.pk)
+    assert generator.visible_through(resource_set) == newest
+    assert not generator.needs_indexing(resource_set.pk)
+    assert generator.count_changes(resource_set) == 17
+    assert "later" in uris(generator.iter_resources(resource_set))
+
+
+#: What `manage.py reconcile` says for each backend after `commit_later`.
+RECONCILED = {
+    "database": "Reconciled 0 set(s): nothing to do, the database generator keeps no copy",
+    "elasticsearch": "Reconciled 1 set(s): indexed 2 pending change(s); re-indexed 0",
+}
+
+
+def test_reconcile_leaves_the_generator_showing_what_the_database_holds(backend, capsys):
+    generator, resource_set = backend
+    newest = commit_later(resource_set)
+    call_command("reconcile", resource_set.path)
+    assert capsys.readouterr().out.startswith(RECONCILED[generator.name])
+    assert generator.visible_through(resource_set) == newest
+    assert (generator.count_resources(resource_set), generator.count_changes(resource_set)) == (
+        12,
+        17,
+    )
+
+
+#: Whether an ingest's after-commit hook sends an indexing task, by backend.
+QUEUES_INDEXING = {"database": False, "elasticsearch": True}
+
+
+def test_after_commit_indexing_is_queued_only_for_a_backend_with_a_copy(backend, settings):
+    generator, resource_set = backend
+    settings.CELERY_TASK_ALWAYS_EAGER = False
+    commit_later(resource_set)
+    with mock.patch.object(tasks.index_pending_changes, "delay") as queued:
+        tasks.queue_indexing(resource_set.pk)
+    assert queued.called == QUEUES_INDEXING[generator.name]
+
+
+def test_backends_yield_identical_records(settings, use_elasticsearch, backends):
     resource_set = make_set()
     load(resource_set)
-    index_pending_changes()
+    use_elasticsearch.index_pending()
     records = {}
-    for name, path in BACKENDS.items():
-        with override_settings(RESOURCESYNC_GENERATORS={"default": {"BACKEND": path}}):
+    for name, entry in backends.items():
+        with override_settings(RESOURCESYNC_GENERATORS={"default": entry}):
             generator = get_generator()
             records[name] = (
                 list(generator.iter_resources(resource_set)),
@@ -168,14 +247,14 @@ def _documents(resource_set: ResourceSet) -> dict[str, bytes]:
     return documents
 
 
-def test_backends_write_byte_identical_documents(settings, tmp_path, use_elasticsearch):
+def test_backends_write_byte_identical_documents(settings, tmp_path, use_elasticsearch, backends):
     resource_set = make_set(entries_per_document=4)
     load(resource_set)
-    index_pending_changes()
+    use_elasticsearch.index_pending()
     documents = {}
-    for name, path in BACKENDS.items():
+    for name, entry in backends.items():
         store_documents_in(settings, tmp_path / name)
-        settings.RESOURCESYNC_GENERATORS = {"default": {"BACKEND": path}}
+        settings.RESOURCESYNC_GENERATORS = {"default": entry}
         ResourceListPage.objects.all().delete()
         ChangeListPage.objects.all().delete()
         IndexDocument.objects.all().delete()
@@ -190,15 +269,16 @@ def test_backends_write_byte_identical_documents(settings, tmp_path, use_elastic
 
 @pytest.mark.django_db(transaction=True)
 def test_pages_built_in_forked_workers_equal_pages_built_in_process(
-    settings, tmp_path, use_elasticsearch, monkeypatch
+    settings, tmp_path, use_elasticsearch, backends, monkeypatch
 ):
     """Outside a transaction, several dirty pages are built by forked workers
     (with their own Elasticsearch clients); the documents must not change."""
-    # Committed for real here: no regeneration after each ingest, only ours below.
-    monkeypatch.setattr(services, "after_ingest_hooks", [])
-    resource_set = make_set(entries_per_document=4)
-    load(resource_set)
-    index_pending_changes()
+    # Committed for real here: no regeneration after each ingest, only ours below, and
+    # no first documents at creation (its first Change List would start after T0).
+    with receivers_muted(events_ingested), receivers_muted(post_save):
+        resource_set = make_set(entries_per_document=4)
+        load(resource_set)
+    use_elasticsearch.index_pending()
     build = regeneration.build_resource_list
     backend_now = [""]
 
@@ -209,9 +289,9 @@ def test_pages_built_in_forked_workers_equal_pages_built_in_process(
 
     monkeypatch.setattr(regeneration, "build_resource_list", recording_build)
     documents = {}
-    for name, path in BACKENDS.items():
+    for name, entry in backends.items():
         store_documents_in(settings, tmp_path / name)
-        settings.RESOURCESYNC_GENERATORS = {"default": {"BACKEND": path}}
+        settings.RESOURCESYNC_GENERATORS = {"default": entry}
         ResourceListPage.objects.all().delete()
         RegenerationState.objects.all().delete()
         backend_now[0] = name
@@ -221,9 +301,77 @@ def test_pages_built_in_forked_workers_equal_pages_built_in_process(
                 monkeypatch.setattr(os, "cpu_count", lambda cpus=cpus: cpus)
                 assert regenerate(resource_set, full=True) is not None
                 documents[name, cpus] = _documents(resource_set)
-    for name in BACKENDS:
+    for name in backends:
         pids = set((tmp_path / f"builders-{name}").read_text().split())
         assert len(pids - {str(os.getpid())}) >= 2, f"{name}: no page was built in a worker"
     assert len(documents["database", 1]) == 3 + 4 + 2
     for key, found in documents.items():
         assert found == documents["database", 1], key
+
+
+def _folder_set(slug: str, root) -> ResourceSet:
+    resource_set = make_set("folder", slug)
+    resource_set.url_prefix = "http://data.example.org/folder/"
+    resource_set.resource_root_dir = str(root)
+    resource_set.save()
+    return resource_set
+
+
+def _api_events(root, names: list[str], change: str) -> list[Event]:
+    """What a harvester would post for these files, worked out here independently."""
+    events = []
+    for name in names:
+        uri = "http://data.example.org/folder/" + quote(name)
+        if change == "deleted":
+            events.append(Event(change, "rel_path", name, uri))
+            continue
+        data, status = (root / name).read_bytes(), (root / name).stat()
+        events.append(
+            Event(
+                change, "rel_path", name, uri, length=len(data),
+                md5=hashlib.md5(data, usedforsecurity=False).hexdigest(),
+                sha256=hashlib.sha256(data).hexdigest(),
+                mime=mimetypes.guess_type(name)[0],
+                lastmod=datetime(1970, 1, 1, tzinfo=UTC)
+                + timedelta(microseconds=status.st_mtime_ns // 1000),
+            )
+        )  # fmt: skip
+    return events
+
+
+def _without_keys(records):
+    return [record._replace(key=0, **({"resource_key": 0} if hasattr(record, "change") else {}))
+            for record in records]  # fmt: skip
+
+
+def test_a_folder_scanned_set_gives_the_records_of_the_same_set_filled_through_the_api(
+    backend, tmp_path
+):
+    """The folder generator is one more way in: `scan` and the API must leave identical data."""
+    from sources.scanning import scan_folder
+
+    root = tmp_path / "root"
+    for n in range(6):
+        (root / f"d{n % 2}").mkdir(parents=True, exist_ok=True)
+        (root / f"d{n % 2}/file {n}.txt").write_bytes(f"content {n}".encode())
+    (root / "page.html").write_bytes(b"<p>x</p>")
+    scanned, posted = _folder_set("scanned", root), _folder_set("posted", root)
+    first = ["d0/file 0.txt", "d0/file 2.txt", "d0/file 4.txt", "d1/file 1.txt",
+             "d1/file 3.txt", "d1/file 5.txt", "page.html"]  # fmt: skip
+
+    with mock.patch("django.utils.timezone.now", return_value=at(0)):
+        scan_folder(resource_set=scanned)
+        ingest_events(resource_set=posted, events=_api_events(root, first, "created"))
+    (root / "d1/file 3.txt").write_bytes(b"changed")
+    (root / "page.html").unlink()
+    with mock.patch("django.utils.timezone.now", return_value=at(10)):
+        scan_folder(resource_set=scanned)
+        # A scan posts what it found, then what is gone: two requests.
+        ingest_events(resource_set=posted, events=_api_events(root, ["d1/file 3.txt"], "updated"))
+        ingest_events(resource_set=posted, events=_api_events(root, ["page.html"], "deleted"))
+    generator = get_generator()
+    generator.index_pending()
+    for method in ("iter_resources", "iter_changes"):
+        got = _without_keys(getattr(generator, method)(scanned))
+        assert got == _without_keys(getattr(generator, method)(posted)), method
+    assert len(list(generator.iter_changes(scanned))) == 9

@@ -21,8 +21,8 @@ from django.core.management import call_command
 from resync import CapabilityList, Resource, ResourceList, SourceDescription
 
 from harvester.config import HarvestConfig, config_from_mapping
-from harvester.documents import HarvestError
 from harvester.sync import Mode, run_harvest
+from harvester.walk import HarvestError
 
 # Every harvest is recorded in the portal's journal.
 pytestmark = pytest.mark.django_db

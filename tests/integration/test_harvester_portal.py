@@ -27,7 +27,6 @@ from harvester.mapping import resource_relpath
 from harvester.state import load_state
 from harvester.sync import Mode, run_harvest
 from sitemaps.regeneration import pending_changes, regenerate
-from sources import services
 from sources.events import Event
 from sources.locations import resolve_location
 from sources.models import (
@@ -39,6 +38,7 @@ from sources.models import (
     ResourceSet,
 )
 from sources.services import ingest_events
+from sources.signals import events_ingested, receivers_muted
 
 from ..support import NS, store_documents_in
 
@@ -312,7 +312,7 @@ def test_protected_set_is_harvested_with_its_bearer_token_only(portal: str, tmp_
 
 
 def test_a_change_published_after_an_incremental_run_is_still_harvested(
-    portal: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    portal: str, tmp_path: Path
 ) -> None:
     """With a broker, regeneration follows a change by seconds (more with Elasticsearch).
 
@@ -323,11 +323,11 @@ def test_a_change_published_after_an_incremental_run_is_still_harvested(
     config = write_config(tmp_path, published)
     mirror = published.mirror(tmp_path / "mirror")
     harvest(config, "--baseline")
-    monkeypatch.setattr(services, "after_ingest_hooks", [])  # regeneration is pending
-    ingest_events(
-        resource_set=published.resource_set,
-        events=[published.write("r0.txt", article(0, version=2), change="updated")],
-    )
+    with receivers_muted(events_ingested):  # regeneration is pending
+        ingest_events(
+            resource_set=published.resource_set,
+            events=[published.write("r0.txt", article(0, version=2), change="updated")],
+        )
 
     early = harvest(config, "--incremental")
     regenerate(published.resource_set)

@@ -31,11 +31,11 @@ from resync.resource_dump import ResourceDump
 from resync.resource_dump_manifest import ResourceDumpManifest
 
 from harvester.config import HarvestConfig, config_from_mapping
-from harvester.documents import HarvestError
 from harvester.report import SyncReport
 from harvester.state import load_state
 from harvester.sync import Mode, run_harvest
 from harvester.tasks import harvest
+from harvester.walk import HarvestError
 
 # Every harvest is recorded in the portal's journal.
 pytestmark = pytest.mark.django_db

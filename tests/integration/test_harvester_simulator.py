@@ -27,7 +27,7 @@ from harvester.config import HarvestConfig, config_from_mapping
 from harvester.session import HarvestSession
 from harvester.state import load_state
 from harvester.sync import Mode, run_harvest
-from sitemaps.reader import Document, Entry, parse_document
+from sitemaps.protocol.reader import Document, ParsedEntry, parse_document
 
 # Every harvest is recorded in the portal's journal.
 pytestmark = pytest.mark.django_db
@@ -99,7 +99,7 @@ def paced_downloads(monkeypatch: pytest.MonkeyPatch) -> None:
     """Hold each download back a little, whatever the machine's speed."""
     download = transfer.download_one
 
-    def paced(session: HarvestSession, entry: Entry):
+    def paced(session: HarvestSession, entry: ParsedEntry):
         time.sleep(DOWNLOAD_PAUSE)
         return download(session, entry)
 

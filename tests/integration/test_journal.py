@@ -13,9 +13,9 @@ from django.urls import reverse
 from django.utils import timezone
 
 from harvester.config import config_from_mapping
-from harvester.documents import HarvestError
 from harvester.report import SyncReport
 from harvester.sync import Mode, run_harvest
+from harvester.walk import HarvestError
 from journal.models import Outcome, Run, RunKind
 from journal.recording import record_run
 from journal.tasks import prune_journal

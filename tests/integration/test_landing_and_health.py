@@ -113,14 +113,11 @@ def test_healthz_with_every_service_running(client, use_elasticsearch, celery_wo
 
 
 @pytest.fixture
-def elasticsearch_down(settings):
-    from elasticsearch.dsl.connections import connections
-
+def elasticsearch_down(settings, elasticsearch_generator):
     url = f"http://127.0.0.1:{closed_port()}"
-    settings.ELASTICSEARCH_URL = url
-    connections.configure(default={"hosts": url, "request_timeout": 30})
-    yield url
-    connections.configure(**settings.ELASTICSEARCH_DSL)
+    entry = {**elasticsearch_generator, "HOSTS": [url]}
+    settings.RESOURCESYNC_GENERATORS = {"default": entry}
+    return url
 
 
 def test_healthz_names_elasticsearch_when_it_is_down(client, elasticsearch_down):

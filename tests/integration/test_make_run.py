@@ -55,12 +55,16 @@ def venv(tmp_path) -> Path:
     return tmp_path / "venv"
 
 
+REQUIREMENTS = {"run": "requirements.txt", "dev": "requirements-dev.txt"}
+
+
 def stamp(venv: Path, name: str, seconds: int) -> None:
-    """Mark a requirements file as installed this long after (or before, if negative)
-    the last change of either file."""
+    """Mark a requirements file as installed this long after the last change of
+    either file, or (if negative) this long before the last change of its own."""
     path = venv / f".requirements-{name}.stamp"
     path.touch()
-    changed = max((REPO / f).stat().st_mtime for f in ("requirements.txt", "requirements-dev.txt"))
+    files = REQUIREMENTS.values() if seconds > 0 else [REQUIREMENTS[name]]
+    changed = max((REPO / f).stat().st_mtime for f in files)
     os.utime(path, (changed + seconds, changed + seconds))
 
 

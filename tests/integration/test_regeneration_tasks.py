@@ -59,3 +59,22 @@ def test_changes_that_arrived_during_a_run_go_next(settings, indexed, delay):
     ):
         tasks.regenerate_resource_set.apply(args=(resource_set.pk,)).get()
     queued.assert_called_once_with(args=(resource_set.pk,), countdown=delay)
+
+
+class RanAgain(BaseException):
+    """Not an Exception: Celery's autoretry lets it through."""
+
+
+def test_eager_regeneration_does_not_chase_changes_the_generator_cannot_show(settings):
+    """Without a broker (tasks run eagerly) a change not yet indexed cannot become
+    visible during the run: going again at once would only recurse, forever while
+    Elasticsearch is down. The periodic task and the indexing task pick it up."""
+    settings.CELERY_TASK_ALWAYS_EAGER = True
+    settings.RESOURCESYNC_GENERATORS = {"default": {"BACKEND": GENERATOR}}
+    resource_set = make_set()
+    first = ChangeFactory(resource_set=resource_set, indexed=True)
+    ChangeFactory(resource_set=resource_set, indexed=False)  # Elasticsearch is down
+    report = RegenerationReport(through_change_id=first.pk)
+    with mock.patch.object(tasks, "regenerate", side_effect=[report, RanAgain()]) as runs:
+        tasks.regenerate_resource_set.apply(args=(resource_set.pk,)).get()
+    assert runs.call_count == 1

@@ -14,7 +14,7 @@ from resync.change_dump_manifest import ChangeDumpManifest
 from resync.resource_container import ResourceContainer
 from resync.sitemap import Sitemap
 
-from sitemaps.builders import (
+from sitemaps.protocol.builders import (
     CapabilityEntry,
     CapabilityListRef,
     ChangeDumpPackage,
@@ -38,14 +38,14 @@ from sitemaps.builders import (
     change_entry,
     resource_entry,
 )
-from sitemaps.constants import (
+from sitemaps.protocol.constants import (
     MAX_DOCUMENT_BYTES,
     MAX_ENTRIES_PER_DOCUMENT,
     RS_NS,
     SITEMAP_NS,
     w3c_datetime,
 )
-from sources.generators.base import ChangeRecord, Link, ResourceRecord
+from sitemaps.protocol.records import ChangeRecord, Link, ResourceRecord
 from validator.schema import XSD_DIR as SHIPPED_XSD_DIR
 
 DATA_DIR = Path(__file__).resolve().parent.parent / "data"

@@ -7,7 +7,7 @@ import datetime as dt
 import pytest
 
 from harvester.changes import Change, in_range, intersects, latest_changes
-from sitemaps.reader import Entry
+from sitemaps.protocol.reader import ParsedEntry
 
 START = dt.datetime(2024, 1, 2, tzinfo=dt.UTC)
 END = dt.datetime(2024, 1, 3, tzinfo=dt.UTC)
@@ -18,7 +18,9 @@ def at(hours: float) -> dt.datetime:
 
 
 def change(uri: str, kind: str, when: dt.datetime | None, position: int) -> Change[str]:
-    return Change(Entry(loc=uri, change=kind, datetime=when), origin="list", position=position)
+    return Change(
+        ParsedEntry(loc=uri, change=kind, datetime=when), origin="list", position=position
+    )
 
 
 @pytest.mark.parametrize(
@@ -43,7 +45,7 @@ def test_intersects_with_inclusive_bounds(
     [(at(-0.001), False), (START, True), (at(12), True), (END, True), (at(24.001), False)],
 )
 def test_change_datetime_range_is_inclusive(when: dt.datetime, expected: bool) -> None:
-    assert in_range(Entry(loc="u", change="updated", datetime=when), START, END) is expected
+    assert in_range(ParsedEntry(loc="u", change="updated", datetime=when), START, END) is expected
 
 
 def test_latest_change_per_resource_wins_in_event_order() -> None:

@@ -8,8 +8,8 @@ import pytest
 
 from harvester.client import Page
 from harvester.discovery import choose_set, html_links, page_links, sitemap_lines
-from harvester.documents import HarvestError
 from harvester.sets import set_folders
+from harvester.walk import HarvestError
 
 BASE = "https://data.example.org"
 

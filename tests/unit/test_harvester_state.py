@@ -9,7 +9,7 @@ import pytest
 
 from harvester.state import (
     STATE_FILE,
-    ResourceRecord,
+    LocalCopy,
     StateError,
     SyncState,
     destination_lock,
@@ -33,7 +33,7 @@ def test_state_round_trips(tmp_path: Path) -> None:
         last_mode="baseline",
         last_run_at=dt.datetime(2024, 1, 2, 3, 4, 5, tzinfo=dt.UTC),
         resources={
-            "https://source.example.org/a": ResourceRecord(
+            "https://source.example.org/a": LocalCopy(
                 path="source.example.org/a",
                 length=3,
                 digests={"md5": "00"},

@@ -7,10 +7,10 @@ from unittest.mock import Mock
 
 import pytest
 
-from harvester.documents import HarvestError
 from harvester.report import SyncReport
 from harvester.state import SyncState
 from harvester.sync import incremental_range, next_sync_point
+from harvester.walk import HarvestError
 
 URL = "https://source.example.org/capabilitylist.xml"
 T1 = dt.datetime(2024, 1, 1, tzinfo=dt.UTC)

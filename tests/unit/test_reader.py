@@ -8,15 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from sitemaps.reader import (
+from sitemaps.protocol.reader import (
     Document,
     ResourceSyncParseError,
     parse_datetime,
     parse_document,
     parse_hash,
 )
-from sitemaps.writer import Entry as WrittenEntry
-from sitemaps.writer import render_document
+from sitemaps.protocol.writer import Entry as WrittenEntry
+from sitemaps.protocol.writer import render_document
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "data" / "spec-examples-1.1"
 

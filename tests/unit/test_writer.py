@@ -8,8 +8,8 @@ from collections.abc import Mapping, Sequence
 import pytest
 from lxml import etree
 
-from sitemaps.constants import RS_NS, SITEMAP_NS
-from sitemaps.writer import (
+from sitemaps.protocol.constants import RS_NS, SITEMAP_NS
+from sitemaps.protocol.writer import (
     LN_ATTRIBUTES,
     MD_ATTRIBUTES,
     DocumentWriter,

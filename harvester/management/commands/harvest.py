@@ -20,12 +20,12 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from harvester import config as harvester_config
 from harvester.config import ConfigError, load_config
-from harvester.documents import HarvestError
 from harvester.progress import progress_for
 from harvester.report import SyncReport
 from harvester.state import StateError
 from harvester.sync import Mode, run_harvest
-from sitemaps.reader import ResourceSyncParseError, parse_datetime
+from harvester.walk import HarvestError
+from sitemaps.protocol.reader import ResourceSyncParseError, parse_datetime
 
 #: Failures and differences listed one per line before the rest are only counted.
 MAX_LISTED = 50

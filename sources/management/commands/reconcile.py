@@ -1,10 +1,10 @@
-"""Bring the Elasticsearch indices back in line with the database."""
+"""Bring the generator's copy (the Elasticsearch indices) back in line with the database."""
 
 from __future__ import annotations
 
 from django.core.management.base import BaseCommand, CommandError
 
-from sources import indexing
+from sources.generators import get_generator
 from sources.models import ResourceSet
 
 
@@ -15,8 +15,6 @@ class Command(BaseCommand):
         parser.add_argument("sets", nargs="*", help="provider/set paths (default: all sets)")
 
     def handle(self, *args, sets: list[str], **options) -> None:
-        if not indexing.elasticsearch_enabled():
-            raise CommandError("ELASTICSEARCH_URL is not set: there is no mirror to reconcile.")
         selected = None
         if sets:
             selected = []
@@ -26,5 +24,5 @@ class Command(BaseCommand):
                 if found is None:
                     raise CommandError(f"Unknown resource set {path!r}.")
                 selected.append(found)
-        report = indexing.reconcile(selected)
+        report = get_generator().reconcile(selected)
         self.stdout.write(f"Reconciled {len(report.sets)} set(s): {report}")

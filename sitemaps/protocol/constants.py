@@ -35,12 +35,17 @@ class Capability(StrEnum):
     CHANGE_DUMP_ARCHIVE = "changedump-archive"
 
 
-class Change(StrEnum):
+class ChangeType(StrEnum):
     """Values of `rs:md change` (the XSD enumerates exactly these)."""
 
     CREATED = "created"
     UPDATED = "updated"
     DELETED = "deleted"
+
+    @classmethod
+    def choices(cls) -> list[tuple[str, str]]:
+        """(value, label) pairs for Django model and form fields."""
+        return [(change.value, change.value.capitalize()) for change in cls]
 
 
 # Two-digit strings and a small cache of date prefixes: formatting by lookup is

@@ -5,7 +5,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("sources", "0002_cache_table"),
+        ("sources", "0003_capabilitysettings_changelist_keep"),
     ]
 
     operations = [

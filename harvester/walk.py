@@ -7,8 +7,8 @@ from collections.abc import Callable, Iterable, Iterator
 from harvester.client import FetchError
 from harvester.session import HarvestSession
 from harvester.storage import Expected, VerificationError, bytes_digests, check
-from sitemaps.constants import Capability
-from sitemaps.reader import Document, Entry, ResourceSyncParseError, parse_document
+from sitemaps.protocol.constants import Capability
+from sitemaps.protocol.reader import Document, ParsedEntry, ResourceSyncParseError, parse_document
 
 
 class HarvestError(Exception):
@@ -24,7 +24,7 @@ class WrongCapability(ResourceSyncParseError):
 
 
 def fetch_document(
-    session: HarvestSession, url: str, capability: str, *, listed: Entry | None = None
+    session: HarvestSession, url: str, capability: str, *, listed: ParsedEntry | None = None
 ) -> Document:
     """GET and parse one document, checking it is the capability we went for.
 
@@ -76,7 +76,7 @@ def list_documents(
     url: str,
     capability: str,
     *,
-    select: Callable[[Document], Iterable[Entry]] | None = None,
+    select: Callable[[Document], Iterable[ParsedEntry]] | None = None,
 ) -> Iterator[Document]:
     """Yield the document at `url`, or each part (chosen by `select`) if it is an index.
 

@@ -2,7 +2,7 @@
 
 Nothing here queries a database or reads settings; every URL arrives as an
 argument, so the same rows always give the same bytes and the builders can be
-tested without Django. All XML goes through `sitemaps.writer`.
+tested without Django. All XML goes through `sitemaps.protocol.writer`.
 
 Large documents (Resource Lists, Change Lists, manifests) fill one page at a
 time under both sitemap limits and report where they stopped, so the caller
@@ -16,19 +16,19 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Generic, TypeVar
 
-from sitemaps.constants import (
+from sitemaps.protocol.constants import (
     MAX_DOCUMENT_BYTES,
     MAX_ENTRIES_PER_DOCUMENT,
     Capability,
-    Change,
+    ChangeType,
     w3c_datetime,
 )
-from sitemaps.writer import Attributes, DocumentWriter, Entry, render_document
-from sources.generators.base import ChangeRecord, Link, ResourceRecord
+from sitemaps.protocol.records import ChangeRecord, Link, ResourceRecord
+from sitemaps.protocol.writer import Attributes, DocumentWriter, Entry, render_document
 
 RecordT = TypeVar("RecordT")
 
-_CHANGES = frozenset(Change)
+_CHANGES = frozenset(ChangeType)
 _URLSET = DocumentWriter("urlset")
 
 
@@ -345,13 +345,17 @@ def build_change_list_index(
     since: datetime,
     capability_list_url: str,
     until: datetime | None = None,
+    archives_url: str | None = None,
 ) -> bytes:
-    """A Change List Index; parts oldest first, closed parts with `until`, open ones without."""
+    """A Change List Index; parts oldest first, closed parts with `until`, open ones without.
+
+    `archives_url` names the Change List Archive holding the older lists.
+    """
     _check_window(since, until)
     writer = DocumentWriter("sitemapindex")
     header = writer.start(
         {"capability": Capability.CHANGE_LIST, "from": w3c_datetime(since), "until": _time(until)},
-        _links(("up", capability_list_url)),
+        _links(("up", capability_list_url), ("archives", archives_url)),
     )
 
     entries: list[bytes] = []
@@ -553,6 +557,47 @@ def build_change_dump(
     )
 
 
+def build_resource_dump_index(
+    parts: Iterable[ResourceListPart],
+    *,
+    at: datetime,
+    capability_list_url: str,
+    completed: datetime | None = None,
+) -> bytes:
+    """A Resource Dump Index (by analogy with a Resource List Index): one entry per dump."""
+    _check_snapshot(at, completed)
+    writer = DocumentWriter("sitemapindex")
+    header = writer.start(
+        {
+            "capability": Capability.RESOURCE_DUMP,
+            "at": w3c_datetime(at),
+            "completed": _time(completed),
+        },
+        _links(("up", capability_list_url)),
+    )
+    entries = (
+        writer.entry(part.loc, md={"at": w3c_datetime(part.at), "completed": _time(part.completed)})
+        for part in parts
+    )
+    return _single_page(header, writer.end(), entries, "a Resource Dump Index")
+
+
+def build_change_dump_index(
+    parts: Iterable[ChangeListPart], *, since: datetime, capability_list_url: str
+) -> bytes:
+    """A Change Dump Index (by analogy with a Change List Index): dumps oldest first."""
+    writer = DocumentWriter("sitemapindex")
+    header = writer.start(
+        {"capability": Capability.CHANGE_DUMP, "from": w3c_datetime(since)},
+        _links(("up", capability_list_url)),
+    )
+    entries = (
+        writer.entry(part.loc, md={"from": w3c_datetime(part.since), "until": _time(part.until)})
+        for part in parts
+    )
+    return _single_page(header, writer.end(), entries, "a Change Dump Index")
+
+
 def _check_path(path: str) -> None:
     """A manifest path is the bitstream's place in the ZIP: leading `/`, no trailing `/`."""
     if not path.startswith("/") or path.endswith("/") or len(path) < 2:
@@ -608,7 +653,7 @@ def build_change_dump_manifest(
     def render(item: tuple[ChangeRecord, str]) -> bytes:
         record, path = item
         check_order(record)
-        if record.change == Change.DELETED:
+        if record.change == ChangeType.DELETED:
             if path:
                 raise ValueError(f"deleted change {record.key} cannot have a path")
         else:

@@ -9,12 +9,12 @@ raise ValueError instead of producing a document no parser will read.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from sitemaps.constants import RS_NS, SITEMAP_NS
+from sitemaps.protocol.constants import RS_NS, SITEMAP_NS
+from sitemaps.protocol.xmlchars import forbidden_character
 
 RootElement = Literal["urlset", "sitemapindex"]
 Attributes = Mapping[str, str]
@@ -53,15 +53,14 @@ LN_ATTRIBUTES = (
 
 _ENTRY_ELEMENT: dict[str, str] = {"urlset": "url", "sitemapindex": "sitemap"}
 
-# XML 1.0 `Char` excludes C0 controls other than tab, LF and CR, lone surrogates, U+FFFE, U+FFFF.
-_FORBIDDEN = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
-
 
 def _check_characters(value: str) -> None:
-    match = _FORBIDDEN.search(value)
-    if match is not None:
+    """The rule ingestion applies too (sitemaps.protocol.xmlchars), so this only fires on a bug."""
+    found = forbidden_character(value)
+    if found is not None:
+        position, character = found
         raise ValueError(
-            f"character {match.group()!r} at position {match.start()} is not allowed in XML 1.0"
+            f"character {character!r} at position {position} is not allowed in XML 1.0"
         )
 
 

@@ -27,12 +27,12 @@ from typing import IO
 
 from lxml import etree
 
-from sitemaps.constants import RS_NS, SITEMAP_NS
+from sitemaps.protocol.constants import RS_NS, SITEMAP_NS, ChangeType
 
 #: Refuse documents larger than this; sitemaps.org allows 50 MB uncompressed.
 DEFAULT_MAX_BYTES = 60 * 1024 * 1024
 
-CHANGE_TYPES = frozenset({"created", "updated", "deleted"})
+CHANGE_TYPES = frozenset(ChangeType)
 
 _URLSET = f"{{{SITEMAP_NS}}}urlset"
 _SITEMAPINDEX = f"{{{SITEMAP_NS}}}sitemapindex"
@@ -62,7 +62,7 @@ class ResourceSyncParseError(ValueError):
 
 
 @dataclass(frozen=True, slots=True)
-class Link:
+class ParsedLink:
     """One `<rs:ln>`: a link from a document or an entry to another resource."""
 
     rel: str
@@ -78,7 +78,7 @@ class Link:
 
 
 @dataclass(frozen=True, slots=True)
-class Entry:
+class ParsedEntry:
     """One `<url>` or `<sitemap>` with its `<rs:md>` attributes flattened in."""
 
     loc: str
@@ -96,13 +96,13 @@ class Entry:
     until: dt.datetime | None = None
     encoding: str | None = None
     modified: dt.datetime | None = None
-    links: tuple[Link, ...] = ()
+    links: tuple[ParsedLink, ...] = ()
 
-    def link(self, rel: str) -> Link | None:
+    def link(self, rel: str) -> ParsedLink | None:
         """The first link with this relation, if any."""
         return next((link for link in self.links if link.rel == rel), None)
 
-    def links_with(self, rel: str) -> tuple[Link, ...]:
+    def links_with(self, rel: str) -> tuple[ParsedLink, ...]:
         """Every link with this relation, in document order."""
         return tuple(link for link in self.links if link.rel == rel)
 
@@ -117,10 +117,10 @@ class Document:
     completed: dt.datetime | None = None
     from_: dt.datetime | None = None
     until: dt.datetime | None = None
-    links: tuple[Link, ...] = ()
-    entries: tuple[Entry, ...] = ()
+    links: tuple[ParsedLink, ...] = ()
+    entries: tuple[ParsedEntry, ...] = ()
 
-    def link(self, rel: str) -> Link | None:
+    def link(self, rel: str) -> ParsedLink | None:
         """The first root link with this relation, if any."""
         return next((link for link in self.links if link.rel == rel), None)
 
@@ -223,44 +223,61 @@ def _iter_events(data: bytes) -> Iterator[etree._Element]:
 def _parse_events(elements: Iterator[etree._Element]) -> Document:
     root: etree._Element | None = None
     entry_tag = ""
-    root_md: dict[str, str] | None = None
-    root_links: list[Link] = []
-    entries: list[Entry] = []
+    header = _Header()
+    entries: list[ParsedEntry] = []
     for element in elements:
         if root is None:
-            root = element.getroottree().getroot()
-            if root.tag not in (_URLSET, _SITEMAPINDEX):
-                raise ResourceSyncParseError(
-                    f"root element is {root.tag}, not a sitemaps.org urlset or sitemapindex"
-                )
-            entry_tag = _SITEMAP if root.tag == _SITEMAPINDEX else _URL
+            root, entry_tag = _checked_root(element)
         if element.getparent() is not root:
             continue
         if element.tag == entry_tag:
             entries.append(_entry(element))
-        elif element.tag in (_MD, _LN) and entries:
-            raise ResourceSyncParseError("root <rs:md> and <rs:ln> must precede the entries")
-        elif element.tag == _MD:
-            if root_md is not None:
-                raise ResourceSyncParseError("the document has more than one root <rs:md>")
-            root_md = dict(element.attrib)
-        elif element.tag == _LN:
-            root_links.append(_link(element))
+        elif element.tag in (_MD, _LN):
+            header.add(element, after_entries=bool(entries))
         _release(element, root)
     if root is None:
         raise ResourceSyncParseError("document has no root element")
-    if root_md is None or not root_md.get("capability"):
+    md = header.md
+    if md is None or not md.get("capability"):
         raise ResourceSyncParseError("the root <rs:md> with a capability is missing")
     return Document(
         is_index=root.tag == _SITEMAPINDEX,
-        capability=root_md["capability"].strip(),
-        at=_optional_datetime(root_md, "at"),
-        completed=_optional_datetime(root_md, "completed"),
-        from_=_optional_datetime(root_md, "from"),
-        until=_optional_datetime(root_md, "until"),
-        links=tuple(root_links),
+        capability=md["capability"].strip(),
+        at=_optional_datetime(md, "at"),
+        completed=_optional_datetime(md, "completed"),
+        from_=_optional_datetime(md, "from"),
+        until=_optional_datetime(md, "until"),
+        links=tuple(header.links),
         entries=tuple(entries),
     )
+
+
+def _checked_root(element: etree._Element) -> tuple[etree._Element, str]:
+    """The document's root and the tag of its entries; only sitemaps.org roots pass."""
+    root = element.getroottree().getroot()
+    if root.tag not in (_URLSET, _SITEMAPINDEX):
+        raise ResourceSyncParseError(
+            f"root element is {root.tag}, not a sitemaps.org urlset or sitemapindex"
+        )
+    return root, _SITEMAP if root.tag == _SITEMAPINDEX else _URL
+
+
+@dataclass
+class _Header:
+    """The root's own `<rs:md>` (one) and `<rs:ln>`s, which precede the entries."""
+
+    md: dict[str, str] | None = None
+    links: list[ParsedLink] = field(default_factory=list)
+
+    def add(self, element: etree._Element, *, after_entries: bool) -> None:
+        if after_entries:
+            raise ResourceSyncParseError("root <rs:md> and <rs:ln> must precede the entries")
+        if element.tag == _LN:
+            self.links.append(_link(element))
+        elif self.md is not None:
+            raise ResourceSyncParseError("the document has more than one root <rs:md>")
+        else:
+            self.md = dict(element.attrib)
 
 
 def _release(element: etree._Element, root: etree._Element) -> None:
@@ -270,34 +287,38 @@ def _release(element: etree._Element, root: etree._Element) -> None:
         del root[0]
 
 
-def _entry(element: etree._Element) -> Entry:
-    loc: str | None = None
-    lastmod: str | None = None
-    md: dict[str, str] | None = None
-    links: list[Link] = []
+#: Children an entry holds at most once, and how errors name them.
+_SINGLE_CHILDREN = {_LOC: "<loc>", _LASTMOD: "<lastmod>", _MD: "<rs:md>"}
+
+
+def _entry_children(element: etree._Element) -> tuple[dict[str, etree._Element], list[ParsedLink]]:
+    """An entry's single children by tag, and its links in document order."""
+    single: dict[str, etree._Element] = {}
+    links: list[ParsedLink] = []
     for child in element:
-        if child.tag == _LOC:
-            if loc is not None:
-                raise ResourceSyncParseError("an entry has more than one <loc>")
-            loc = (child.text or "").strip()
-        elif child.tag == _LASTMOD:
-            if lastmod is not None:
-                raise ResourceSyncParseError(f"{loc}: more than one <lastmod>")
-            lastmod = child.text or ""
-        elif child.tag == _MD:
-            if md is not None:
-                raise ResourceSyncParseError(f"{loc}: more than one <rs:md>")
-            md = dict(child.attrib)
-        elif child.tag == _LN:
+        if child.tag == _LN:
             links.append(_link(child))
+        elif child.tag in _SINGLE_CHILDREN:
+            if child.tag in single:
+                raise ResourceSyncParseError(
+                    f"an entry has more than one {_SINGLE_CHILDREN[child.tag]}"
+                )
+            single[child.tag] = child
+    return single, links
+
+
+def _entry(element: etree._Element) -> ParsedEntry:
+    single, links = _entry_children(element)
+    loc = (single[_LOC].text or "").strip() if _LOC in single else ""
     if not loc:
         raise ResourceSyncParseError("an entry needs one non-empty <loc>")
-    md = md or {}
+    md: dict[str, str] = dict(single[_MD].attrib) if _MD in single else {}
     change = md.get("change")
     if change is not None and change not in CHANGE_TYPES:
         raise ResourceSyncParseError(f"{loc}: unknown change type {change!r}")
+    lastmod = single[_LASTMOD].text or "" if _LASTMOD in single else None
     try:
-        return Entry(
+        return ParsedEntry(
             loc=loc,
             lastmod=parse_datetime(lastmod) if lastmod is not None else None,
             capability=md.get("capability"),
@@ -319,7 +340,7 @@ def _entry(element: etree._Element) -> Entry:
         raise ResourceSyncParseError(f"{loc}: {error}") from error
 
 
-def _link(element: etree._Element) -> Link:
+def _link(element: etree._Element) -> ParsedLink:
     attributes: dict[str, str] = dict(element.attrib)
     rel = attributes.get("rel", "").strip()
     href = attributes.get("href", "").strip()
@@ -329,7 +350,7 @@ def _link(element: etree._Element) -> Link:
     priority = _integer(pri, "pri") if pri is not None else None
     if priority is not None and not 1 <= priority <= 999_999:
         raise ResourceSyncParseError(f"pri must be within 1..999999, got {priority}")
-    return Link(
+    return ParsedLink(
         rel=rel,
         href=href,
         type=attributes.get("type"),

@@ -1,0 +1,52 @@
+"""How the documents follow the data (connected in apps.py).
+
+- `events_ingested`: regenerate the set once it passes its threshold.
+- A provider turned inactive, a set made protected, a capability switched
+  off, a slug renamed or a set deleted must leave the front server's tree at
+  once, or it would keep serving what Django now refuses. Admin edits are
+  rare, so the whole tree is rebuilt after the commit.
+- A new set, or a capability turned on, gets its documents written after the
+  commit, so what its Capability List advertises is there to read.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import transaction
+
+from sources.models import CapabilitySettings, DataProvider, ResourceSet
+
+from . import publishing, tasks
+
+#: The models whose saves and deletes change who may read which document.
+PUBLISHING_MODELS = (DataProvider, ResourceSet, CapabilitySettings)
+
+
+def regenerate_after_ingest(sender: object, *, resource_set_id: int, **kwargs: Any) -> None:
+    """`events_ingested`: regenerate now past N pending changes, else after T seconds."""
+    tasks.after_ingest(resource_set_id)
+
+
+def rebuild_published_tree(sender: type, **kwargs: Any) -> None:
+    """`post_save`/`post_delete` of PUBLISHING_MODELS: rebuild the tree after the commit."""
+    if publishing.published_root() is not None:
+        transaction.on_commit(publishing.rebuild)
+
+
+def write_documents_of_new_set(
+    sender: type, *, instance: ResourceSet, created: bool, raw: bool = False, **kwargs: Any
+) -> None:
+    """`post_save` of ResourceSet: a new set's (empty) documents, written after the commit."""
+    if created and not raw:
+        set_id = instance.pk
+        transaction.on_commit(lambda: tasks.write_missing_documents(set_id, now=True), robust=True)
+
+
+def write_documents_turned_on(
+    sender: type, *, instance: CapabilitySettings, raw: bool = False, **kwargs: Any
+) -> None:
+    """`post_save` of CapabilitySettings: queue the documents of a capability turned on."""
+    if not raw:
+        set_id = instance.resource_set_id
+        transaction.on_commit(lambda: tasks.write_missing_documents(set_id, now=False), robust=True)

@@ -1,0 +1,31 @@
+"""What ingestion tells the rest of the portal, so each app subscribes in its own `receivers.py`.
+
+`events_ingested` is sent once the request's transaction has committed, with
+`resource_set_id` and the set's new changes: those with
+`after_change_id < id <= last_change_id`. Receivers must not fail the
+request (they run after the acknowledgement); one that raises is logged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from django.dispatch import Signal
+
+events_ingested = Signal()
+
+
+@contextmanager
+def receivers_muted(signal: Signal) -> Iterator[None]:
+    """Disconnect every receiver of `signal` for a while (tests and benchmarks that
+    run indexing or regeneration themselves), then connect them again."""
+    with signal.lock:
+        saved, signal.receivers = signal.receivers, []
+        signal.sender_receivers_cache.clear()
+    try:
+        yield
+    finally:
+        with signal.lock:
+            signal.receivers = saved
+            signal.sender_receivers_cache.clear()

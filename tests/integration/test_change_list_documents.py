@@ -1,0 +1,155 @@
+"""`changelist.xml` follows the Resource List's rule, and `changelist-open.xml` is the open list.
+
+A client that reads no Change List Index (resync 2.0.1) must be able to sync
+from `changelist.xml` while a set has one list, and from `changelist-open.xml`
+always.
+"""
+
+from __future__ import annotations
+
+import gzip
+from datetime import timedelta
+
+import pytest
+from django.test import Client
+from lxml import etree
+
+from sitemaps.models import ChangeListPage
+from sources.models import ApiToken
+
+from ..support import NS, assert_valid, created, make_set, store_documents_in
+
+BASE = "/resourcesync/acme/articles"
+HOST = "http://127.0.0.1:8000"
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def storage(settings, tmp_path):
+    store_documents_in(settings, tmp_path / "documents")
+
+
+def body(client: Client, path: str, **headers) -> bytes:
+    response = client.get(path, headers=headers)
+    assert response.status_code == 200, (path, response.status_code)
+    return b"".join(response.streaming_content) if response.streaming else response.content
+
+
+def root_links(content: bytes) -> dict[str, str]:
+    return {ln.get("rel"): ln.get("href") for ln in etree.fromstring(content).findall("rs:ln", NS)}
+
+
+def changes(content: bytes) -> list[str]:
+    return etree.fromstring(content).xpath("//sm:url/sm:loc/text()", namespaces=NS)
+
+
+def test_a_set_with_one_change_list_serves_it_as_changelist_xml(client):
+    resource_set = make_set()
+    created(resource_set, 3)
+
+    top = body(client, f"{BASE}/changelist.xml")
+
+    root = assert_valid(top)
+    assert root.tag == f"{{{NS['sm']}}}urlset"
+    assert root.find("rs:md", NS).get("capability") == "changelist"
+    assert "until" not in root.find("rs:md", NS).attrib
+    assert len(changes(top)) == 3
+    # No index exists, so neither document links to one.
+    assert root_links(top) == {"up": f"{HOST}{BASE}/capabilitylist.xml"}
+    assert body(client, f"{BASE}/changelist-1.xml") == top
+
+
+def test_a_second_list_makes_changelist_xml_an_index_its_parts_link_to(client):
+    resource_set = make_set(entries_per_document=3)
+    created(resource_set, 2)
+    assert etree.fromstring(body(client, f"{BASE}/changelist.xml")).tag.endswith("urlset")
+
+    created(resource_set, 2, start=10)  # the first list is full: closed, and a second opens
+
+    index = assert_valid(body(client, f"{BASE}/changelist.xml"))
+    assert index.tag == f"{{{NS['sm']}}}sitemapindex"
+    parts = index.xpath("sm:sitemap/sm:loc/text()", namespaces=NS)
+    assert parts == [f"{HOST}{BASE}/changelist-1.xml", f"{HOST}{BASE}/changelist-2.xml"]
+    for part in parts:
+        content = body(client, part.removeprefix(HOST))
+        assert_valid(content)
+        assert root_links(content)["index"] == f"{HOST}{BASE}/changelist.xml"
+    first = ChangeListPage.objects.get(number=1)
+    assert first.final
+    closed_version = first.etag
+
+    created(resource_set, 1, start=20)
+
+    first.refresh_from_db()
+    assert first.etag == closed_version  # a closed list is never written again
+
+
+def test_changelist_open_answers_with_the_open_list_before_and_after_rotations(client):
+    resource_set = make_set(entries_per_document=3)
+    created(resource_set, 1)
+    assert body(client, f"{BASE}/changelist-open.xml") == body(client, f"{BASE}/changelist-1.xml")
+
+    created(resource_set, 7, start=10)  # 8 changes at 3 a list: two closed lists, one open
+
+    open_list = ChangeListPage.objects.get(until__isnull=True)
+    assert open_list.number == 3
+    response = client.get(f"{BASE}/changelist-open.xml")
+    content = b"".join(response.streaming_content)
+    assert content == body(client, f"{BASE}/changelist-3.xml")
+    assert response["Content-Type"] == "application/xml"
+    root = assert_valid(content)
+    assert root.tag == f"{{{NS['sm']}}}urlset"
+    assert "until" not in root.find("rs:md", NS).attrib
+    # The same document to caches and conditional requests as the numbered URL.
+    etag = response["ETag"]
+    assert client.get(f"{BASE}/changelist-3.xml")["ETag"] == etag
+    assert client.get(
+        f"{BASE}/changelist-open.xml", headers={"if-none-match": etag}
+    ).status_code == (304)
+    zipped = client.get(f"{BASE}/changelist-open.xml", headers={"accept-encoding": "gzip"})
+    assert gzip.decompress(b"".join(zipped.streaming_content)) == content
+    assert client.head(f"{BASE}/changelist-open.xml").status_code == 200
+
+
+def test_changelist_open_of_a_protected_set_needs_a_token_that_reaches_it(client):
+    resource_set = make_set(protected=True)
+    other = make_set("other", "open")
+    created(resource_set, 2)
+    _, own = ApiToken.issue(provider=resource_set.provider)
+    _, foreign = ApiToken.issue(provider=other.provider)
+    path = f"{BASE}/changelist-open.xml"
+
+    assert client.get(path).status_code == 401
+    assert client.get(path, headers={"authorization": "Bearer nope"}).status_code == 401
+    assert client.get(path, headers={"authorization": f"Bearer {foreign}"}).status_code == 403
+    content = body(client, path, authorization=f"Bearer {own}")
+    assert len(changes(content)) == 2
+
+
+def test_changelist_open_is_404_where_there_is_no_such_list(client):
+    resource_set = make_set(publish_change_list=False)
+    created(resource_set, 1)
+    make_set("acme", "fresh")  # never regenerated: no list at all
+
+    assert client.get(f"{BASE}/changelist-open.xml").status_code == 404
+    assert client.get("/resourcesync/acme/missing/changelist-open.xml").status_code == 404
+    assert client.get("/resourcesync/acme/fresh/changelist-open.xml").status_code == 404
+    assert client.post(f"{BASE}/changelist-open.xml").status_code == 405
+
+
+def test_a_rotation_by_time_still_gives_the_closed_first_list_its_index_link(client, settings):
+    resource_set = make_set()
+    created(resource_set, 2)
+    assert "index" not in root_links(body(client, f"{BASE}/changelist-1.xml"))
+    settings_row = resource_set.capability_settings
+    settings_row.changelist_rotation = timedelta(seconds=0)
+    settings_row.save()
+
+    created(resource_set, 1, start=5)
+
+    first = ChangeListPage.objects.get(number=1)
+    assert first.until is not None and first.final
+    closed = body(client, f"{BASE}/changelist-1.xml")
+    assert root_links(closed)["index"] == f"{HOST}{BASE}/changelist.xml"
+    assert len(changes(closed)) == 3  # closed at the run's time, after the third change
+    assert etree.fromstring(body(client, f"{BASE}/changelist.xml")).tag.endswith("sitemapindex")

@@ -1,0 +1,289 @@
+"""`manage.py scan`: a set's folder becomes its change log through the ingestion service."""
+
+from __future__ import annotations
+
+import builtins
+import hashlib
+import io
+import os
+import threading
+import time
+from pathlib import Path
+from unittest import mock
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from sources.generators.filesystem import mtime_datetime
+from sources.models import CapabilitySettings, Change, DataProvider, Resource, ResourceSet
+from sources.scanning import scan_folder
+from sources.services import ingest_events
+from sources.watching import FolderWatch
+
+from ..support import event
+
+pytestmark = pytest.mark.django_db
+PREFIX = "http://data.example.org/acme/files/"
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    folder = tmp_path / "root"
+    folder.mkdir()
+    return folder
+
+
+@pytest.fixture
+def resource_set(root: Path) -> ResourceSet:
+    provider = DataProvider.objects.create(slug="acme", name="Acme")
+    created = ResourceSet.objects.create(
+        provider=provider, slug="files", name="files", url_prefix=PREFIX,
+        resource_root_dir=str(root),
+    )  # fmt: skip
+    CapabilitySettings.objects.create(resource_set=created)
+    return created
+
+
+def md5(data: bytes) -> hashlib._Hash:
+    return hashlib.md5(data, usedforsecurity=False)
+
+
+def write(root: Path, name: str, content: bytes) -> Path:
+    path = root / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(content)
+    return path
+
+
+def published(resource_set: ResourceSet) -> dict[str, Resource]:
+    return {
+        r.uri.removeprefix(PREFIX): r for r in Resource.objects.filter(resource_set=resource_set)
+    }
+
+
+def changes(resource_set: ResourceSet) -> list[tuple[str, str]]:
+    rows = Change.objects.filter(resource_set=resource_set).order_by("id")
+    return [(c.change, c.uri.removeprefix(PREFIX)) for c in rows]
+
+
+def test_new_files_are_created_with_their_metadata(resource_set, root):
+    path = write(root, "a/one.txt", b"hello")
+    write(root, "b/read me.html", b"<p>hi</p>")
+
+    report = scan_folder(resource_set=resource_set)
+
+    assert (report.created, report.hashed, report.skipped) == (2, 2, [])
+    resources = published(resource_set)
+    assert set(resources) == {"a/one.txt", "b/read%20me.html"}
+    one = resources["a/one.txt"]
+    assert (one.location_type, one.location_value) == ("rel_path", "a/one.txt")
+    assert one.length == 5 and one.mime == "text/plain"
+    assert one.md5 == md5(b"hello").hexdigest()
+    assert one.sha256 == hashlib.sha256(b"hello").hexdigest()
+    assert one.lastmod == mtime_datetime(path.stat().st_mtime_ns)
+    assert resources["b/read%20me.html"].mime == "text/html"
+
+
+def test_modify_delete_and_rename_become_updated_deleted_and_created(resource_set, root):
+    write(root, "keep.txt", b"same")
+    write(root, "edit.txt", b"v1")
+    write(root, "gone.txt", b"bye")
+    write(root, "old-name.txt", b"moving")
+    scan_folder(resource_set=resource_set)
+    Change.objects.all().delete()
+
+    edited = write(root, "edit.txt", b"version 2")
+    (root / "gone.txt").unlink()
+    (root / "old-name.txt").rename(root / "new-name.txt")
+    report = scan_folder(resource_set=resource_set)
+
+    assert sorted(changes(resource_set)) == [
+        ("created", "new-name.txt"),
+        ("deleted", "gone.txt"),
+        ("deleted", "old-name.txt"),
+        ("updated", "edit.txt"),
+    ]
+    assert (report.created, report.updated, report.deleted, report.unchanged) == (1, 1, 2, 1)
+    assert published(resource_set)["edit.txt"].md5 == md5(b"version 2").hexdigest()
+    assert published(resource_set)["edit.txt"].length == edited.stat().st_size
+
+
+def test_a_touched_file_is_read_and_updated_with_its_new_lastmod(resource_set, root):
+    path = write(root, "t.txt", b"same bytes")
+    scan_folder(resource_set=resource_set)
+    os.utime(path, ns=(path.stat().st_atime_ns, path.stat().st_mtime_ns + 5_000_000_000))
+
+    report = scan_folder(resource_set=resource_set)
+
+    assert (report.hashed, report.updated) == (1, 1)
+    assert published(resource_set)["t.txt"].lastmod == mtime_datetime(path.stat().st_mtime_ns)
+
+
+def test_a_rescan_of_unchanged_files_reads_no_content(resource_set, root):
+    for n in range(20):
+        write(root, f"d{n % 3}/f{n}.txt", f"file {n}".encode())
+    scan_folder(resource_set=resource_set)
+    opened: list[str] = []
+    real_open = builtins.open
+
+    def counting_open(file, *args, **kwargs):
+        if str(file).startswith(str(root)):
+            opened.append(str(file))
+        return real_open(file, *args, **kwargs)
+
+    with (
+        mock.patch("builtins.open", counting_open),
+        mock.patch("hashlib.md5", side_effect=AssertionError("hashed")),
+    ):
+        report = scan_folder(resource_set=resource_set)
+
+    assert opened == []
+    assert (report.unchanged, report.hashed, report.created + report.updated) == (20, 0, 0)
+    assert Change.objects.count() == 20
+
+
+def test_symlinks_leaving_the_root_are_skipped_and_reported(resource_set, root, tmp_path):
+    outside = write(tmp_path, "secret.txt", b"not for publishing")
+    (tmp_path / "elsewhere").mkdir()
+    write(root, "real.txt", b"real")
+    (root / "leak.txt").symlink_to(outside)
+    (root / "leak-dir").symlink_to(tmp_path / "elsewhere")
+    (root / "alias.txt").symlink_to(root / "real.txt")  # stays inside: published
+    (root / "loop").symlink_to(root)  # a folder inside: not followed
+    (root / "broken").symlink_to(root / "nothing")
+
+    report = scan_folder(resource_set=resource_set)
+
+    assert set(published(resource_set)) == {"real.txt", "alias.txt"}
+    reasons = {item.rel_path: item.reason for item in report.skipped}
+    assert reasons["leak.txt"] == "symlink leads outside the resource root"
+    assert reasons["leak-dir"] == "symlink leads outside the resource root"
+    assert reasons["loop"] == "symlinked folder not followed"
+    assert reasons["broken"] == "broken symlink"
+
+
+def test_special_and_unreadable_files_are_skipped_and_what_was_published_stays(resource_set, root):
+    """Unreadable is simulated: the suite runs as root, for whom chmod stops no read.
+
+    A FIFO (not a regular file) and a PermissionError injected into the read
+    of one file stand for what a non-root scanner could not read.
+    """
+    write(root, "ok.txt", b"fine")
+    locked = write(root, "locked.txt", b"v1")
+    os.mkfifo(root / "pipe")
+    scan_folder(resource_set=resource_set)
+    write(root, "locked.txt", b"version 2")
+    real_open = builtins.open
+
+    def refusing_open(file, *args, **kwargs):
+        if str(file) == str(locked):
+            raise PermissionError(13, "Permission denied", str(file))
+        return real_open(file, *args, **kwargs)
+
+    with mock.patch("builtins.open", refusing_open):
+        report = scan_folder(resource_set=resource_set)
+
+    reasons = {item.rel_path: item.reason for item in report.skipped}
+    assert reasons == {
+        "pipe": "not a regular file",
+        "locked.txt": "cannot be read: Permission denied",
+    }
+    assert set(published(resource_set)) == {"ok.txt", "locked.txt"}  # kept as it was
+    assert published(resource_set)["locked.txt"].md5 == md5(b"v1").hexdigest()
+    assert report.deleted == 0
+
+
+def test_names_no_url_can_carry_are_skipped(resource_set, root):
+    write(root, "fine.txt", b"ok")
+    write(root, "bell\x07.txt", b"control character")
+    with open(os.path.join(os.fsencode(root), b"latin-\xe9.txt"), "wb") as handle:
+        handle.write(b"not UTF-8")
+
+    report = scan_folder(resource_set=resource_set)
+
+    assert set(published(resource_set)) == {"fine.txt"}
+    reasons = {item.rel_path: item.reason for item in report.skipped}
+    assert reasons == {
+        "bell\\x07.txt": "name no URL can carry: must not contain control characters.",
+        "latin-\ufffd.txt": "name no URL can carry: is not UTF-8.",
+    }
+
+
+def test_resources_posted_outside_the_folder_prefix_are_left_alone(resource_set, root):
+    ingest_events(resource_set=resource_set, events=[event("created", "elsewhere/x")])
+    write(root, "a.txt", b"a")
+
+    report = scan_folder(resource_set=resource_set)
+
+    assert report.deleted == 0
+    assert Resource.objects.filter(uri="http://data.example.org/elsewhere/x").exists()
+
+
+def test_the_command_reports_and_refuses(resource_set, root):
+    write(root, "a.txt", b"a")
+    os.mkfifo(root / "pipe")
+    out, err = io.StringIO(), io.StringIO()
+    call_command("scan", "acme/files", stdout=out, stderr=err)
+    assert "acme/files: 1 created, 0 updated, 0 deleted" in out.getvalue()
+    assert "skipped pipe: not a regular file" in err.getvalue()
+    ResourceSet.objects.filter(pk=resource_set.pk).update(resource_root_dir="")
+    with pytest.raises(CommandError, match="is not a folder"):
+        call_command("scan", "acme/files", stdout=out)
+    with pytest.raises(CommandError, match="<provider>/<set>"):
+        call_command("scan", "acme", stdout=out)
+
+
+def watch_until_created(resource_set, root, name: str, **options) -> float:
+    """Run a watch; write `name` once the first scan is done; seconds until it is recorded."""
+    written_at: list[float] = []
+    seen_at: list[float] = []
+
+    def on_scan(report):
+        if not written_at:
+            threading.Timer(0.3, lambda: (written_at.append(time.monotonic()),
+                                          write(root, name, b"new"))).start()  # fmt: skip
+        elif report.created:
+            seen_at.append(time.monotonic())
+            watch.stop()
+
+    watch = FolderWatch(resource_set, on_scan=on_scan, **options)
+    killer = threading.Timer(15, watch.stop)
+    killer.start()
+    watch.run()
+    killer.cancel()
+    assert seen_at, "the change was never recorded"
+    assert name in published(resource_set)
+    return seen_at[0] - written_at[0]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_watch_records_a_change_within_two_seconds(resource_set, root):
+    write(root, "first.txt", b"1")
+    assert watch_until_created(resource_set, root, "sub/second.txt", interval=60) < 2
+
+
+@pytest.mark.django_db(transaction=True)
+def test_watch_falls_back_to_periodic_rescans_without_inotify(resource_set, root):
+    with mock.patch("sources.watching.start_observer", return_value=None):
+        elapsed = watch_until_created(resource_set, root, "late.txt", interval=0.5)
+    assert elapsed < 2
+
+
+def test_beat_rescans_the_listed_sets_one_scan_at_a_time(resource_set, root, settings):
+    from django.core.cache import cache
+
+    from sources.tasks import scan_folders
+
+    assert settings.CELERY_BEAT_SCHEDULE["scan-folders"]["task"] == "sources.tasks.scan_folders"
+    settings.RESOURCESYNC_SCAN_SETS = ["acme/files", "acme/none"]
+    write(root, "a.txt", b"a")
+
+    first, missing = scan_folders().splitlines()
+
+    assert first.startswith("acme/files: 1 created, 0 updated, 0 deleted")
+    assert missing == "acme/none: no such set"
+    cache.add(f"resourcesync:scan:{resource_set.pk}", "held")  # a scan still running
+    write(root, "b.txt", b"b")
+    assert scan_folders().splitlines()[0] == "acme/files: a scan is still running"
+    cache.delete(f"resourcesync:scan:{resource_set.pk}")
+    assert "b.txt" not in published(resource_set)
