@@ -179,7 +179,8 @@ def test_regenerate_now_shows_progress_then_the_run(
     assert "Change Lists written: 3" in page.inner_text("#regeneration-detail")
     screenshot(page, "set-page-regenerating")
     # When the run ends the page draws itself again, with the run in its history.
-    page.wait_for_selector("#set-status[data-state='idle']", timeout=30_000)
+    page.wait_for_url(lambda url: "watch=1" not in url, timeout=30_000)
+    page.wait_for_selector("#set-status[data-state='idle']")
     worker[0].join(timeout=30)
     assert page.locator("#set-runs tbody tr").count() >= 2
     assert "succeeded" in page.inner_text("#set-runs tbody tr:first-child")
