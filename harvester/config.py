@@ -116,6 +116,8 @@ class HarvestConfig:
     callback_port: int = 0
     callback_url: str | None = None
     lease_seconds: int = 86400
+    #: `harvest --delete`: a baseline also removes local files the source no longer lists.
+    delete_unlisted: bool = False
 
     def require_capability_list_url(self) -> str:
         """The Capability List's URL, which a `source_url` only gives after discovery."""
