@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from datetime import timedelta
+from typing import Any
 
 from django import forms
 from django.core.exceptions import ValidationError
@@ -48,7 +49,7 @@ class HumanDurationField(forms.DurationField):
 
     default_error_messages = {"invalid": f"Enter a duration such as {EXAMPLE}."}
 
-    def prepare_value(self, value: object) -> object:
+    def prepare_value(self, value: Any) -> Any:
         return format_duration(value) if isinstance(value, timedelta) else value
 
     def to_python(self, value: object) -> timedelta | None:

@@ -62,9 +62,11 @@ def sets_overview(now: dt.datetime) -> list[ResourceSet]:
     Two queries, whatever the number of sets.
     """
     sets = list(_sets_with_counts(now))
-    runs = Run.objects.in_bulk([s.last_run_id for s in sets if s.last_run_id is not None])
-    for resource_set in sets:
-        resource_set.last_run = runs.get(resource_set.last_run_id)
+    # `last_run_id` is annotated by _sets_with_counts; `last_run` is set here.
+    run_ids = [getattr(s, "last_run_id", None) for s in sets]
+    runs = Run.objects.in_bulk([run_id for run_id in run_ids if run_id is not None])
+    for resource_set, run_id in zip(sets, run_ids, strict=True):
+        resource_set.last_run = runs.get(run_id)  # type: ignore[attr-defined]
     return sets
 
 

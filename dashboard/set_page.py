@@ -57,8 +57,6 @@ def start_regeneration(resource_set: ResourceSet, *, full: bool = False) -> tupl
 class ResourceSetPage:
     """Mixin for the ResourceSet admin: the set page and its three views."""
 
-    change_form_template = "admin/sources/resourceset/change_form.html"
-
     def get_urls(self) -> list[URLPattern]:
         wrap = self.admin_site.admin_view  # type: ignore[attr-defined]
         mine = [

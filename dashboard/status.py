@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import asdict, dataclass
+from typing import Any
 
 from django.utils import timezone
 
@@ -78,7 +79,7 @@ def regeneration_status(
         .exclude(outcome="running")
         .first()
     )
-    last_fields = {
+    last_fields: dict[str, Any] = {
         "last_run_id": last.pk if last else None,
         "last_run_outcome": last.outcome if last else "",
         "last_run_text": last_regeneration_text(state),

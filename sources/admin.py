@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django import forms
 from django.contrib import admin, messages
 from django.db import models
@@ -19,6 +21,11 @@ from sitemaps.selectors import with_regeneration_status
 
 from .generators import BaseGenerator, get_generator
 from .models import ApiToken, CapabilitySettings, Change, DataProvider, Resource, ResourceSet
+
+
+def annotated(obj: ResourceSet, name: str) -> int:
+    """A count `with_regeneration_status` annotated on the admin's queryset."""
+    return int(getattr(obj, name))
 
 
 def mirror_in_use() -> bool:
@@ -79,6 +86,7 @@ class CapabilitySettingsInline(admin.StackedInline):
 
 @admin.register(ResourceSet)
 class ResourceSetAdmin(ResourceSetPage, admin.ModelAdmin):
+    change_form_template = "admin/sources/resourceset/change_form.html"  # the set page
     list_display = (
         "__str__",
         "name",
@@ -103,11 +111,12 @@ class ResourceSetAdmin(ResourceSetPage, admin.ModelAdmin):
 
     @admin.display(description="pages")
     def pages(self, obj: ResourceSet) -> str:
-        return f"{obj.resource_pages} resource list, {obj.change_pages} change list"
+        resource, change = annotated(obj, "resource_pages"), annotated(obj, "change_pages")
+        return f"{resource} resource list, {change} change list"
 
     @admin.display(description="dirty pages")
     def dirty(self, obj: ResourceSet) -> str:
-        return f"{obj.dirty_pages} ({obj.pending} pending changes)"
+        return f"{annotated(obj, 'dirty_pages')} ({annotated(obj, 'pending')} pending changes)"
 
     @admin.display(description="last regeneration")
     def last_regeneration(self, obj: ResourceSet) -> str:
@@ -233,11 +242,11 @@ class ChangeAdmin(ReadOnlyAdmin):
     ordering = ("-id",)
     list_select_related = ("resource_set__provider",)
 
-    def get_list_display(self, request: HttpRequest) -> tuple[str, ...]:
+    def get_list_display(self, request: HttpRequest) -> Any:
         """Without Elasticsearch, nothing is ever "indexed": no column saying so."""
         shown = super().get_list_display(request)
         return shown if mirror_in_use() else tuple(f for f in shown if f != "indexed")
 
-    def get_list_filter(self, request: HttpRequest) -> tuple[object, ...]:
+    def get_list_filter(self, request: HttpRequest) -> Any:
         shown = super().get_list_filter(request)
         return shown if mirror_in_use() else tuple(f for f in shown if f != "indexed")

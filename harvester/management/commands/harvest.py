@@ -14,7 +14,7 @@ import datetime as dt
 import json
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO, cast
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
@@ -128,7 +128,8 @@ class Command(BaseCommand):
             raise CommandError("the destination differs from the source")
 
     def _progress(self, options: dict[str, Any]) -> BarProgress | LineProgress | QuietProgress:
-        return progress_for(self.stderr._out, quiet=options["verbosity"] == 0)
+        stream = cast(TextIO, self.stderr._out)  # the command's own stderr
+        return progress_for(stream, quiet=options["verbosity"] == 0)
 
     def _harvest(self, config: HarvestConfig, options: dict[str, Any]) -> SyncReport:
         with self._progress(options) as progress:
