@@ -28,6 +28,8 @@ from django.conf import settings
 from django.http import Http404, HttpRequest, HttpResponseBase
 from django.urls import Resolver404, resolve
 
+from journal.models import RunKind
+from journal.recording import record_run
 from sources.models import ResourceSet
 
 from . import links
@@ -242,7 +244,15 @@ def export_set(
     base_url: str,
     with_resources: bool = False,
 ) -> ExportReport:
-    """Write a static copy of the set's documents (and resources) to `target`."""
-    # JOURNAL (issue 15): the one call site of an export run. When `record_run` lands,
-    # wrap this call in it (kind "export", this set; counts from the report).
-    return SetExport(resource_set, target, base_url=base_url, with_resources=with_resources).run()
+    """Write a static copy of the set's documents (and resources) to `target`; journaled."""
+    with record_run(kind=RunKind.EXPORT, resource_set=resource_set) as journal:
+        export = SetExport(resource_set, target, base_url=base_url, with_resources=with_resources)
+        report = export.run()
+        journal.count(
+            pages=report.documents,
+            packages=report.packages,
+            resources=report.resources,
+            bytes=report.counts.bytes_written,
+        )
+        journal.detail = {"target": str(target), "report": str(report)}
+    return report

@@ -23,6 +23,9 @@ from django.conf import settings
 from django.core.cache import cache
 from django.db import connection
 
+from journal.models import RunKind
+from journal.recording import record_run
+
 from .bulk import concrete_field
 from .events import Event
 from .generators.filesystem import FolderComparison, KnownResource, Skipped, walk_folder
@@ -118,9 +121,17 @@ def _ingest(resource_set: ResourceSet, events: Iterable[Event], report: ScanRepo
 def scan_folder(*, resource_set: ResourceSet) -> ScanReport:
     """Record what differs between the set's folder and its resources; report it.
 
-    JOURNAL (issue 15): the one call site of a scan run (the command, `--watch`
-    and the beat task all come here); record it with `record_run` when that lands.
+    The one place a scan runs (the command, `--watch` and the beat task), so the
+    journal records every scan here.
     """
+    with record_run(kind=RunKind.SCAN, resource_set=resource_set) as journal:
+        report = _scan(resource_set)
+        journal.count(events=report.created + report.updated + report.deleted)
+        journal.detail = {"report": str(report)}
+    return report
+
+
+def _scan(resource_set: ResourceSet) -> ScanReport:
     started = time.monotonic()
     root = resource_set.resource_root_dir
     if not root or not os.path.isdir(root):

@@ -293,3 +293,15 @@ def test_the_change_list_archive_and_the_lists_in_it_are_exported(tmp_path: Path
     for entry in archive.entries:
         path = entry.loc.removeprefix("http://static.example.net/")
         assert_valid((folder / path).read_bytes())
+
+
+def test_every_export_is_in_the_journal(tmp_path: Path, django_capture_on_commit_callbacks) -> None:
+    from journal.models import Run
+
+    with django_capture_on_commit_callbacks(execute=True):
+        files = FileSet(tmp_path / "root")
+    export("acme/articles", "--to", str(tmp_path / "www"))
+
+    run = Run.objects.get(kind="export", resource_set=files.resource_set)
+    assert run.outcome == "succeeded"
+    assert run.pages >= 3  # the Capability List, the Resource List and the Change List

@@ -287,3 +287,15 @@ def test_beat_rescans_the_listed_sets_one_scan_at_a_time(resource_set, root, set
     assert scan_folders().splitlines()[0] == "acme/files: a scan is still running"
     cache.delete(f"resourcesync:scan:{resource_set.pk}")
     assert "b.txt" not in published(resource_set)
+
+
+def test_every_scan_is_in_the_journal(resource_set: ResourceSet, root: Path) -> None:
+    from journal.models import Run
+
+    write(root, "a.txt", b"a")
+    write(root, "b.txt", b"b")
+    scan_folder(resource_set=resource_set)
+
+    run = Run.objects.get(kind="scan", resource_set=resource_set)
+    assert (run.outcome, run.events) == ("succeeded", 2)
+    assert run.finished_at is not None
