@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import datetime as dt
 import queue
+import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from functools import partial
 from urllib.parse import urlsplit
@@ -170,6 +172,30 @@ def hub_token(config: HarvestConfig, hub: str) -> str | None:
         if f"{parts.scheme}://{parts.netloc}".lower() == config.source_origin
         else None
     )
+
+
+@contextmanager
+def interrupted_by_signals() -> Iterator[None]:
+    """Ctrl-C (SIGINT) and a service manager's SIGTERM both end the run cleanly (unsubscribed).
+
+    Explicit, because a process started in the background by a non-interactive
+    shell inherits SIGINT as ignored, and Python then never raises KeyboardInterrupt.
+    """
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    if threading.current_thread() is not threading.main_thread():
+        yield  # signal handlers can only be set from the main thread
+        return
+    previous = {
+        number: signal.signal(number, interrupt) for number in (signal.SIGINT, signal.SIGTERM)
+    }
+    try:
+        yield
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
 
 
 def run_follow(

@@ -20,7 +20,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from harvester import config as harvester_config
 from harvester.config import ConfigError, HarvestConfig, load_config
-from harvester.follow import run_follow, single_set
+from harvester.follow import interrupted_by_signals, run_follow, single_set
 from harvester.progress import BarProgress, LineProgress, QuietProgress, progress_for
 from harvester.report import SyncReport
 from harvester.state import StateError
@@ -146,7 +146,7 @@ class Command(BaseCommand):
         if options["range_from"] or options["range_until"] or options["dry_run"]:
             raise CommandError("--follow takes no --from, --until or --dry-run")
         config = single_set(config)
-        with self._progress(options) as progress:
+        with self._progress(options) as progress, interrupted_by_signals():
             return run_follow(config, notify=self.stdout.write, progress=progress)
 
     def _print(self, report: SyncReport) -> None:
