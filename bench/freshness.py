@@ -42,6 +42,7 @@ from common import (
     Portal,
     add_portal_arguments,
     check,
+    database_name,
     event,
     finish,
     log,
@@ -136,8 +137,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "started": now_iso(),
         "machine": machine(),
     }
+    results["database_engine"] = database_name(args.postgres)
     with Portal(
-        "freshness", elasticsearch=args.elasticsearch, redis=args.redis, keep=args.keep
+        "freshness",
+        elasticsearch=args.elasticsearch,
+        redis=args.redis,
+        keep=args.keep,
+        postgres=args.postgres,
     ) as portal:
         set_path = portal.create_set("fresh")
         portal.load(set_path, args.size)

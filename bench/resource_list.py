@@ -4,7 +4,8 @@
         [--elasticsearch http://127.0.0.1:9250 [--index-prefix bench-rl]]
         [--change-lists] [--output FILE] [--keep]
 
-A fresh SQLite database and document store live under bench/work/ (git-ignored).
+A fresh database (SQLite in the work folder, or with `--postgres URL` a new
+PostgreSQL database on that server) and document store under bench/work/.
 N resources, each with the `created` change ingestion would have logged, are
 written with the ingestion service's batch writer. Then, per generator:
 
@@ -56,6 +57,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import add_database_argument, database_name, database_url
 
 REPO = Path(__file__).resolve().parent.parent
 WORK = REPO / "bench" / "work"
@@ -202,6 +207,17 @@ def load(resource_set, size: int) -> None:
                     )  # fmt: skip
                 resources.insert(resource_rows)
                 changes.insert(change_rows)
+    reset_sequences(Resource)
+
+
+def reset_sequences(*models) -> None:
+    """After rows written with their ids, the next default id follows them (PostgreSQL)."""
+    from django.core.management.color import no_style
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        for statement in connection.ops.sequence_reset_sql(no_style(), models):
+            cursor.execute(statement)
 
 
 def ingest(resource_set, event) -> None:
@@ -623,10 +639,10 @@ def say(what: str, figures: dict[str, Any]) -> None:
 # Main
 
 
-def configure(work: Path, args: argparse.Namespace) -> None:
+def configure(work: Path, args: argparse.Namespace, database: str) -> None:
     os.environ["DJANGO_SETTINGS_MODULE"] = "resourcesync_portal.settings"
     os.environ["DATA_DIR"] = str(work)
-    os.environ["DATABASE_URL"] = f"sqlite:///{work / 'db.sqlite3'}"
+    os.environ["DATABASE_URL"] = database
     os.environ.setdefault("LOG_LEVEL", "WARNING")
     for name in ("CELERY_BROKER_URL", "RESOURCESYNC_STORAGE_BACKEND"):
         os.environ.pop(name, None)
@@ -656,6 +672,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--change-lists", action="store_true", help="publish Change Lists too")
     parser.add_argument("--output", type=Path, help="results JSON (bench/results/...)")
     parser.add_argument("--keep", action="store_true", help="keep the work folder and indices")
+    add_database_argument(parser)
     args = parser.parse_args(argv)
     if args.size < 10 or args.repeat < 1:
         parser.error("--size must be at least 10 and --repeat at least 1")
@@ -668,14 +685,15 @@ def main(argv: list[str] | None = None) -> int:
     output = args.output or RESULTS / f"resource_list-{stamp}.json"
     work = WORK / f"resource_list-{stamp}-{os.getpid()}"
     work.mkdir(parents=True)
-    configure(work, args)
-    try:
-        results = run(args, work)
-    finally:
-        if not args.keep:
-            if args.elasticsearch:
-                drop_indices()
-            shutil.rmtree(work, ignore_errors=True)
+    with database_url(work, args.postgres, "resource_list", keep=args.keep) as database:
+        configure(work, args, database)
+        try:
+            results = run(args, work)
+        finally:
+            if not args.keep:
+                if args.elasticsearch:
+                    drop_indices()
+                shutil.rmtree(work, ignore_errors=True)
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text(json.dumps(results, indent=2) + "\n")
     for line in summary(results):
@@ -691,6 +709,7 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     resource_set = make_set(args.change_lists)
     results: dict[str, Any] = {
         "size": args.size,
+        "database_engine": database_name(args.postgres),
         "entries_per_document": ENTRIES_PER_DOCUMENT,
         "change_lists": args.change_lists,
         "started": datetime.now(UTC).isoformat(timespec="seconds"),
