@@ -80,8 +80,15 @@ class Poller:
         return root
 
     def open_change_list(self, set_path: str, base_url: str) -> str:
-        """The path of the open Change List: the one whose rs:md has no `until`."""
-        index = self.get(f"/resourcesync/{set_path}/changelist.xml")
+        """The path of the open Change List: the one whose rs:md has no `until`.
+
+        Until a second list opens, `changelist.xml` is the set's one Change
+        List itself (a urlset), not an index.
+        """
+        path = f"/resourcesync/{set_path}/changelist.xml"
+        index = self.get(path)
+        if index.tag == f"{SM}urlset":
+            return path
         check(index.tag == f"{SM}sitemapindex", f"changelist.xml is a {index.tag}")
         for sitemap in index.iter(f"{SM}sitemap"):
             if sitemap.find(f"{RS}md").get("until") is None:

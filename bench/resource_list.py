@@ -607,6 +607,7 @@ def mirror(resource_set, expected: Expected) -> dict[str, Any]:
     count = generator.count_resources(resource_set)
     check(count == expected.present, f"Elasticsearch holds {count}, not {expected.present}")
     figures["changes_per_second"] = round(figures["changes_indexed"] / figures["seconds"])
+    figures["indices"] = index_stats(generator.mirror.client)
     say("elasticsearch: indexing", figures)
     return figures
 
@@ -622,6 +623,33 @@ def index_share(keys: list[int]) -> int:
     for start in range(0, len(keys), BATCH_SIZE):
         done += mirror.index_changes(keys[start : start + BATCH_SIZE])
     return done
+
+
+def index_stats(client) -> dict[str, Any]:
+    """Disk and Lucene documents (nested ones included) of this bench's indices, refreshed."""
+    pattern = f"{os.environ['ELASTICSEARCH_INDEX_PREFIX']}-*"
+    client.indices.refresh(index=pattern)
+    stats = client.indices.stats(index=pattern, metric="store,docs")["indices"]
+    return {
+        name: {
+            "store_bytes": figures["primaries"]["store"]["size_in_bytes"],
+            "lucene_docs": figures["primaries"]["docs"]["count"],
+        }
+        for name, figures in stats.items()
+    }
+
+
+def database_bytes() -> int:
+    """Disk the database uses: the SQLite file and its WAL, or the PostgreSQL database."""
+    from django.db import connection
+
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_database_size(current_database())")
+            return cursor.fetchone()[0]
+    path = Path(connection.settings_dict["NAME"])
+    files = (path, path.with_name(path.name + "-wal"))
+    return sum(file.stat().st_size for file in files if file.exists())
 
 
 def drop_indices() -> None:
@@ -720,6 +748,7 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     with measured(figures):
         in_child(load, resource_set, args.size)
     results["load"] = figures
+    results["database_bytes"] = database_bytes()
     say("load", figures)
     expected = Expected(args.size)
     use_generator(DATABASE)
@@ -735,6 +764,16 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
 
 def summary(results: dict[str, Any]) -> Iterator[str]:
     yield f"Resource List of {results['size']:,} resources, {ENTRIES_PER_DOCUMENT:,} per page:"
+    stored = results["database_bytes"]
+    yield (
+        f"  {results['database_engine']} database after the load: {stored / 2**20:,.1f} MiB"
+        f" ({stored / results['size']:,.0f} bytes per resource with its change)"
+    )
+    for name, figures in results.get("elasticsearch_indexing", {}).get("indices", {}).items():
+        yield (
+            f"  {name}: {figures['store_bytes'] / 2**20:,.1f} MiB,"
+            f" {figures['lucene_docs']:,} Lucene documents (nested ones included)"
+        )
     for name in ("database", "elasticsearch"):
         if name not in results:
             continue
