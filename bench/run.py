@@ -89,6 +89,10 @@ def benchmarks() -> list[Benchmark]:
             "harvest", "harvest.py", ["--size", "100000", "--resync-size", "10000"],
             ["--size", "2000", "--resync-size", "500"],
         ),
+        Benchmark(  # SQLite only until dumps.py takes --postgres (common.database_url)
+            "dumps", "dumps.py", ["--small", "100000", "--large", "1000"],
+            ["--small", "2000", "--large", "20"],
+        ),
         Benchmark("scan", "scan.py", ["--size", "100000"], ["--size", "2000"], per_database=True),
     ]  # fmt: skip
 

@@ -143,11 +143,12 @@ class HarvestClient:
         url: str,
         consume: Callable[[httpx.Response], T],
         *,
-        headers: dict[str, str] | None = None,
+        headers: dict[str, str] | Callable[[], dict[str, str]] | None = None,
     ) -> T:
         """GET `url` and hand the streaming response to `consume`, retrying transient errors.
 
-        `consume` runs again from scratch on a retry, so it must not keep partial state.
+        `consume` runs again on a retry, from scratch unless `headers` is a
+        callable, asked before each attempt (a download resuming with Range).
         """
         if not self.is_allowed(url):
             raise FetchError(url, "the URL is not on an allowed host")
@@ -155,7 +156,8 @@ class HarvestClient:
         last_reason = ""
         for attempt in range(1, attempts + 1):
             try:
-                with self._http.stream("GET", url, headers=self._headers(url, headers)) as response:
+                extra = headers() if callable(headers) else headers
+                with self._http.stream("GET", url, headers=self._headers(url, extra)) as response:
                     if response.status_code in _RETRY_STATUSES:
                         last_reason = f"HTTP {response.status_code}"
                     elif response.status_code >= 400:

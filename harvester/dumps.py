@@ -9,8 +9,10 @@ never used as output paths, and nothing is extracted wholesale.
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
+import threading
 import zipfile
 import zlib
 from collections.abc import Iterator, Sequence
@@ -23,15 +25,19 @@ from pathlib import Path
 import httpx
 
 from harvester.client import FetchError
+from harvester.concurrency import map_bounded
 from harvester.mapping import RESERVED_PREFIX, UnsafePathError, member_name
 from harvester.report import Action, Outcome
 from harvester.session import HarvestSession
+from harvester.state import LocalCopy
 from harvester.storage import (
     CHUNK_SIZE,
     Expected,
     SizeLimitError,
     StoredFile,
     VerificationError,
+    check,
+    file_digests,
     write_verified,
 )
 from harvester.transfer import store_entry
@@ -106,28 +112,59 @@ def read_manifest(session: HarvestSession, package: Package, capability: str) ->
 def extract_members(
     session: HarvestSession, package: Package, entries: Sequence[ParsedEntry]
 ) -> None:
-    """Write each entry's bitstream from the package to its mapped place, verified."""
+    """Write each entry's bitstream from the package to its mapped place, verified.
+
+    Members are written by `concurrency` threads, each reading the package
+    through its own handle: the cost per file is the file system's, as for
+    downloads.
+    """
     try:
-        archive = zipfile.ZipFile(package.path)
+        zipfile.ZipFile(package.path).close()
     except (zipfile.BadZipFile, OSError) as error:
         for entry in entries:
             session.record(Outcome(entry.loc, Action.FAILED, reason=f"unusable package: {error}"))
         return
-    with archive:
-        for entry in entries:
-            if not session.client.is_allowed(entry.loc):
-                reason = "the URI is not on an allowed host"
-                session.record(Outcome(entry.loc, Action.FAILED, reason=reason))
-                continue
-            try:
-                name = member_name(entry.path or "")
-            except UnsafePathError as error:
-                session.record(Outcome(entry.loc, Action.FAILED, reason=f"member path: {error}"))
-                continue
-            outcome, copy = store_entry(
-                session, entry, partial(_extract, session, archive, name, entry)
-            )
+    with ThreadArchives(package.path) as archives:
+        work = partial(_extract_one, session, archives)
+        for _, (outcome, copy) in map_bounded(session.config.concurrency, entries, work):
             session.record(outcome, copy=copy)
+
+
+class ThreadArchives:
+    """One open ZipFile per thread (a ZipFile must not be read by two threads at once)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.local = threading.local()
+        self.opened: list[zipfile.ZipFile] = []
+        self.lock = threading.Lock()
+
+    def __enter__(self) -> ThreadArchives:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        for archive in self.opened:
+            archive.close()
+
+    def get(self) -> zipfile.ZipFile:
+        archive = getattr(self.local, "archive", None)
+        if archive is None:
+            archive = self.local.archive = zipfile.ZipFile(self.path)
+            with self.lock:
+                self.opened.append(archive)
+        return archive
+
+
+def _extract_one(
+    session: HarvestSession, archives: ThreadArchives, entry: ParsedEntry
+) -> tuple[Outcome, LocalCopy | None]:
+    if not session.client.is_allowed(entry.loc):
+        return Outcome(entry.loc, Action.FAILED, reason="the URI is not on an allowed host"), None
+    try:
+        name = member_name(entry.path or "")
+    except UnsafePathError as error:
+        return Outcome(entry.loc, Action.FAILED, reason=f"member path: {error}"), None
+    return store_entry(session, entry, partial(_extract, session, archives.get(), name, entry))
 
 
 def _extract(
@@ -165,20 +202,9 @@ def _extract(
 def _download_package(
     session: HarvestSession, entry: ParsedEntry, target: Path
 ) -> StoredFile | str:
-    expected = Expected.from_entry(entry, session.config.hash_algorithms)
+    download = ResumableDownload(session, entry, target)
     try:
-        return session.client.fetch(
-            entry.loc,
-            lambda response: write_verified(
-                target.parent,
-                target,
-                response.iter_bytes(),
-                expected,
-                session.config.hash_algorithms,
-                limit=session.config.max_resource_bytes,
-            ),
-            headers={"Accept-Encoding": "identity"},
-        )
+        return session.client.fetch(entry.loc, download.consume, headers=download.headers)
     except (
         FetchError,
         VerificationError,
@@ -188,3 +214,77 @@ def _download_package(
         httpx.HTTPError,
     ) as error:
         return str(error)
+    finally:
+        download.part.unlink(missing_ok=True)
+
+
+class ResumableDownload:
+    """A package streamed to disk; a retry after a broken transfer asks only for the rest.
+
+    The bytes received stay in `<target>.part`; the next attempt sends
+    `Range: bytes=<received>-` with `If-Range` (the first answer's ETag, else
+    its Last-Modified), so a package replaced meanwhile comes whole again
+    (200) instead of being spliced. The whole file is then checked against
+    the dump entry's length and hashes before it takes the target's name.
+    """
+
+    def __init__(self, session: HarvestSession, entry: ParsedEntry, target: Path) -> None:
+        self.session = session
+        self.expected = Expected.from_entry(entry, session.config.hash_algorithms)
+        self.limit = session.config.max_resource_bytes
+        self.target = target
+        self.part = target.with_name(target.name + ".part")
+        self.validator: str | None = None
+
+    def received(self) -> int:
+        return self.part.stat().st_size if self.part.exists() else 0
+
+    def headers(self) -> dict[str, str]:
+        headers = {"Accept-Encoding": "identity"}
+        received = self.received()
+        if received and self.validator:
+            headers["Range"] = f"bytes={received}-"
+            headers["If-Range"] = self.validator
+        return headers
+
+    def consume(self, response: httpx.Response) -> StoredFile:
+        resumed = response.status_code == 206 and _range_start(response) == self.received()
+        if response.status_code == 206 and not resumed:
+            raise VerificationError("the source answered with a range that was not asked for")
+        if not resumed:
+            etag = response.headers.get("ETag", "")
+            strong = etag if etag and not etag.startswith("W/") else None
+            self.validator = strong or response.headers.get("Last-Modified")
+        if self.expected.length is not None and self.expected.length > self.limit:
+            raise SizeLimitError(f"the source lists {self.expected.length} bytes, over", self.limit)
+        with self.part.open("ab" if resumed else "wb") as out:
+            length = out.tell()
+            for chunk in response.iter_bytes():
+                length += len(chunk)
+                if length > self.limit:
+                    raise SizeLimitError("larger than", self.limit)
+                if self.expected.length is not None and length > self.expected.length:
+                    raise VerificationError(
+                        f"more than the listed length of {self.expected.length}"
+                    )
+                out.write(chunk)
+        return self.finish()
+
+    def finish(self) -> StoredFile:
+        """Check the whole file, then give it the target's name."""
+        algorithms = {*self.session.config.hash_algorithms, *self.expected.hashes}
+        length, digests = file_digests(self.part, algorithms)
+        try:
+            check(self.expected, length, digests)
+        except VerificationError:
+            self.part.unlink(missing_ok=True)
+            raise
+        os.replace(self.part, self.target)
+        return StoredFile(length=length, digests=digests, mtime_ns=self.target.stat().st_mtime_ns)
+
+
+def _range_start(response: httpx.Response) -> int | None:
+    """Where a 206 answer's bytes start (`Content-Range: bytes <start>-<end>/<size>`)."""
+    unit, _, spec = response.headers.get("Content-Range", "").partition(" ")
+    start = spec.partition("-")[0]
+    return int(start) if unit == "bytes" and start.isdigit() else None

@@ -235,6 +235,15 @@ RESOURCESYNC_PUBLISHED_DIR = os.environ.get(
     str(DATA_DIR / "published") if STORAGES["resourcesync"]["BACKEND"] == LOCAL_STORAGE else "",
 )
 
+# Dump packages (ZIP) close at this many bytes (a larger single resource gets a
+# package of its own) and at the set's entries per document (at most 50,000
+# bitstreams). "stored" writes bitstreams as they are (fastest to build, copy
+# and serve); "deflated" compresses them.
+RESOURCESYNC_DUMP_PACKAGE_BYTES = int(
+    os.environ.get("RESOURCESYNC_DUMP_PACKAGE_BYTES", 100 * 1024 * 1024)
+)
+RESOURCESYNC_DUMP_COMPRESSION = os.environ.get("RESOURCESYNC_DUMP_COMPRESSION", "stored")
+
 # The portal serves the files under each set's resource_root_dir at
 # /files/<provider>/<set>/<path> (the demo uses it); off when a web server does.
 SERVE_RESOURCE_FILES = env_bool("SERVE_RESOURCE_FILES", True)

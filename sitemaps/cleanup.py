@@ -26,16 +26,37 @@ from django.core.files.storage import FileSystemStorage, Storage
 from django.utils import timezone
 
 from . import publishing
-from .models import ChangeListPage, IndexDocument, ResourceListPage, RetiredDocument
+from .models import (
+    ChangeListPage,
+    ChangePackage,
+    DumpDocument,
+    IndexDocument,
+    ResourceListPage,
+    ResourcePackage,
+    RetiredDocument,
+)
 from .storage import GZIP_SUFFIX, PARTIAL_SUFFIX, document_storage
 
 #: Expired versions deleted per pass, so one pass stays short.
 RETIRED_PER_SWEEP = 1000
 
-DOCUMENT_MODELS = (ResourceListPage, ChangeListPage, IndexDocument)
-#: What `storage.save_document` writes: `<stem>.<etag>.xml`, its gzip twin, partial writes.
-_VERSION = r"[-\w]+\.[0-9a-f]{32}\.xml(?:\.gz)?"
-DOCUMENT_FILE = re.compile(rf"{_VERSION}|\.{_VERSION}\.[0-9a-f]{{32}}{re.escape(PARTIAL_SUFFIX)}")
+DOCUMENT_MODELS = (ResourceListPage, ChangeListPage, IndexDocument, DumpDocument)
+#: Rows and the fields that name their stored versions (a dump package: its ZIP and manifest).
+STORED_NAMES = (
+    *((model, "storage_name") for model in DOCUMENT_MODELS),
+    *(
+        (model, field)
+        for model in (ResourcePackage, ChangePackage)
+        for field in ("storage_name", "manifest_name")
+    ),
+)
+#: What `storage.save_document` writes: `<stem>.<etag>.xml`, its gzip twin, partial writes;
+#: dump packages `<stem>.<etag>.zip` and their scratch files (`sitemaps.dumps.storage`).
+_VERSION = r"[-\w]+\.[0-9a-f]{32}\.(?:xml(?:\.gz)?|zip)"
+DOCUMENT_FILE = re.compile(
+    rf"{_VERSION}|\.{_VERSION}\.[0-9a-f]{{32}}{re.escape(PARTIAL_SUFFIX)}"
+    rf"|\.package-\w+{re.escape(PARTIAL_SUFFIX)}"
+)
 
 
 logger = logging.getLogger(__name__)
@@ -116,8 +137,8 @@ def _needed(cutoff: datetime) -> set[str]:
     """Versions a row references or that were retired within the grace period."""
     names = {
         name
-        for model in DOCUMENT_MODELS
-        for name in model.objects.exclude(storage_name="").values_list("storage_name", flat=True)
+        for model, field in STORED_NAMES
+        for name in model.objects.exclude(**{field: ""}).values_list(field, flat=True)
     }
     names |= set(
         RetiredDocument.objects.filter(retired_at__gt=cutoff).values_list("name", flat=True)
@@ -128,7 +149,7 @@ def _needed(cutoff: datetime) -> set[str]:
 def _needed_now(name: str, cutoff: datetime) -> bool:
     """Asked again just before deleting: a run may have reused the version since."""
     version = name.removesuffix(GZIP_SUFFIX)
-    if any(model.objects.filter(storage_name=version).exists() for model in DOCUMENT_MODELS):
+    if any(model.objects.filter(**{field: version}).exists() for model, field in STORED_NAMES):
         return True
     return RetiredDocument.objects.filter(name=version, retired_at__gt=cutoff).exists()
 

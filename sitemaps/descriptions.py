@@ -7,7 +7,7 @@ from django.db.models import Q, QuerySet
 from sources.models import ApiToken, ResourceSet
 
 from . import change_list_archive, links
-from .models import IndexDocument
+from .models import DumpDocument, IndexDocument
 from .protocol.builders import (
     CapabilityEntry,
     CapabilityListRef,
@@ -65,7 +65,30 @@ def capability_list(resource_set: ResourceSet) -> bytes:
         )
     if capabilities.publish_change_list and Capability.CHANGE_LIST in written:
         entries.append(CapabilityEntry(Capability.CHANGE_LIST, links.change_list_url(resource_set)))
+    for kind in written_dumps(resource_set):  # listed once written (and while still published)
+        entries.append(CapabilityEntry(kind, links.dump_url(resource_set, kind)))
     if capabilities.publish_change_list and change_list_archive.archive_written(resource_set):
         url = links.change_list_archive_url(resource_set)
         entries.append(CapabilityEntry(Capability.CHANGE_LIST_ARCHIVE, url))
     return build_capability_list(entries, source_description_url=links.source_description_url())
+
+
+def written_dumps(resource_set: ResourceSet) -> list[str]:
+    """The dumps the set publishes whose `resourcedump.xml` / `changedump.xml` is written."""
+    capabilities = resource_set.capabilities
+    wanted = [
+        kind
+        for kind, on in (
+            (Capability.RESOURCE_DUMP, capabilities.publish_resource_dump),
+            (Capability.CHANGE_DUMP, capabilities.publish_change_dump),
+        )
+        if on
+    ]
+    if not wanted:
+        return []
+    written = set(
+        DumpDocument.objects.filter(resource_set=resource_set, number=0, kind__in=wanted)
+        .exclude(storage_name="")
+        .values_list("kind", flat=True)
+    )
+    return [kind for kind in wanted if kind in written]

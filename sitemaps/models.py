@@ -157,3 +157,139 @@ class RetiredDocument(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+
+# Dumps (ZIP packages with a manifest, spec §§ 11-12)
+
+
+class DumpPackage(StoredDocument):
+    """A ZIP package of a dump and the served copy of its `manifest.xml`.
+
+    `storage_name`/`etag`/`size` are the ZIP's; `entries` counts its bitstreams.
+    """
+
+    md5 = models.CharField(max_length=32, blank=True)
+    sha256 = models.CharField(max_length=64, blank=True)
+    manifest_name = models.CharField(max_length=500, blank=True)
+    manifest_etag = models.CharField(max_length=64, blank=True)
+    manifest_size = models.PositiveBigIntegerField(default=0)
+    full = models.BooleanField(
+        default=False, help_text="Closed on a limit (bitstreams or package size)."
+    )
+    skipped = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="Resources it could not package: [{uri, reason}], at most a few hundred.",
+    )
+    skipped_count = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        abstract = True
+
+    @property
+    def public_name(self) -> str:
+        return f"{self.kind}-package-{self.number}.zip"
+
+    @property
+    def manifest_public_name(self) -> str:
+        return f"{self.kind}-manifest-{self.number}.xml"
+
+
+class ResourcePackage(DumpPackage):
+    """A Resource Dump package: the resources whose keys are in `(after_key, through_key]`."""
+
+    resource_set = models.ForeignKey(
+        ResourceSet, on_delete=models.CASCADE, related_name="resource_packages"
+    )
+    after_key = models.BigIntegerField()
+    through_key = models.BigIntegerField(null=True, blank=True, help_text="Empty on the tail.")
+    last_key = models.BigIntegerField(null=True, blank=True)
+    at = models.DateTimeField(null=True, blank=True)
+    completed = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["resource_set", "after_key"]
+        constraints = [
+            models.UniqueConstraint(fields=["resource_set", "number"], name="unique_rd_package"),
+            models.UniqueConstraint(fields=["resource_set", "after_key"], name="unique_rd_range"),
+        ]
+
+    kind = "resourcedump"
+
+    def __str__(self) -> str:
+        return f"{self.resource_set} {self.public_name}"
+
+
+class ChangePackage(DumpPackage):
+    """A Change Dump package: every change with `since <= datetime <= until`.
+
+    Packages follow the Change List windows; a window may need several. The
+    open one (`until` empty) is rebuilt as changes arrive; a `final` one never is.
+    """
+
+    resource_set = models.ForeignKey(
+        ResourceSet, on_delete=models.CASCADE, related_name="change_packages"
+    )
+    since = models.DateTimeField()
+    until = models.DateTimeField(null=True, blank=True)
+    final = models.BooleanField(default=False)
+
+    class Meta:
+        ordering = ["resource_set", "since"]
+        constraints = [
+            models.UniqueConstraint(fields=["resource_set", "number"], name="unique_cd_package"),
+        ]
+
+    kind = "changedump"
+
+    def __str__(self) -> str:
+        return f"{self.resource_set} {self.public_name}"
+
+
+class DumpDocument(StoredDocument):
+    """`resourcedump.xml` / `changedump.xml` (number 0), or part n of its index."""
+
+    class Kind(models.TextChoices):
+        RESOURCE_DUMP = "resourcedump"
+        CHANGE_DUMP = "changedump"
+
+    resource_set = models.ForeignKey(
+        ResourceSet, on_delete=models.CASCADE, related_name="dump_documents"
+    )
+    kind = models.CharField(max_length=20, choices=Kind.choices)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["resource_set", "kind", "number"], name="unique_dump_document"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.resource_set} {self.public_name}"
+
+    @property
+    def public_name(self) -> str:
+        return f"{self.kind}.xml" if self.number == 0 else f"{self.kind}-{self.number}.xml"
+
+
+class DumpState(models.Model):
+    """How far a set's dumps follow its change log, and what the last dump run did."""
+
+    resource_set = models.OneToOneField(
+        ResourceSet, on_delete=models.CASCADE, related_name="dump_state"
+    )
+    through_change_id = models.BigIntegerField(
+        default=0, help_text="Every change up to this id is reflected in the Resource Dump."
+    )
+    built_at = models.DateTimeField(null=True, blank=True)
+    duration = models.DurationField(null=True, blank=True)
+    packages_written = models.PositiveIntegerField(default=0, help_text="In the last run.")
+    bytes_written = models.PositiveBigIntegerField(default=0, help_text="In the last run.")
+    skipped = models.PositiveIntegerField(
+        default=0, help_text="Resources or changes the last run could not package."
+    )
+    problem = models.TextField(blank=True, help_text="Why the last run built no dump.")
+
+    def __str__(self) -> str:
+        return f"Dumps of {self.resource_set}"

@@ -28,7 +28,16 @@ from django.core.files.storage import FileSystemStorage
 
 from sources.models import ResourceSet
 
-from .models import ChangeListPage, IndexDocument, ResourceListPage, StoredDocument
+from .models import (
+    ChangeListPage,
+    ChangePackage,
+    DumpDocument,
+    DumpPackage,
+    IndexDocument,
+    ResourceListPage,
+    ResourcePackage,
+    StoredDocument,
+)
 from .protocol.constants import Capability
 from .storage import GZIP_SUFFIX, document_storage
 
@@ -52,12 +61,14 @@ def published_root() -> Path | None:
 
 
 def capability_published(resource_set: ResourceSet, kind: str) -> bool:
-    """Whether the set publishes this capability (a Resource List, a Change List or its archive)."""
+    """Whether the set publishes this capability (a list, a Change List archive, a dump)."""
     capabilities = resource_set.capabilities
     return {
         Capability.RESOURCE_LIST: capabilities.publish_resource_list,
         Capability.CHANGE_LIST: capabilities.publish_change_list,
         Capability.CHANGE_LIST_ARCHIVE: capabilities.publish_change_list,
+        Capability.RESOURCE_DUMP: capabilities.publish_resource_dump,
+        Capability.CHANGE_DUMP: capabilities.publish_change_dump,
     }[Capability(kind)]
 
 
@@ -83,6 +94,14 @@ def _documents(resource_set: ResourceSet) -> list[StoredDocument]:
         *ResourceListPage.objects.filter(resource_set=resource_set),
         *ChangeListPage.objects.filter(resource_set=resource_set),
         *IndexDocument.objects.filter(resource_set=resource_set),
+        *DumpDocument.objects.filter(resource_set=resource_set),
+    ]
+
+
+def _packages(resource_set: ResourceSet) -> list[DumpPackage]:
+    return [
+        *ResourcePackage.objects.filter(resource_set=resource_set),
+        *ChangePackage.objects.filter(resource_set=resource_set),
     ]
 
 
@@ -129,6 +148,38 @@ def publish(resource_set: ResourceSet, document: StoredDocument) -> None:
         _link(directory, document.public_name, _current_version(resource_set, document))
 
 
+def _link_package(directory: Path, resource_set: ResourceSet, package: DumpPackage) -> set[str]:
+    """Link a package (no gzip twin: a ZIP is compressed already) and its manifest copy."""
+    public = bool(package.storage_name) and is_public(resource_set, package.kind)
+    zip_target = Path(document_storage().path(package.storage_name)) if public else None
+    manifest = package.manifest_name if public else ""
+    manifest_target = Path(document_storage().path(manifest)) if manifest else None
+    if zip_target is not None:
+        directory.mkdir(parents=True, exist_ok=True)
+    _link(directory, package.manifest_public_name, manifest_target)
+    _replace_link(directory / package.public_name, zip_target)
+    return {
+        package.public_name,
+        package.manifest_public_name,
+        package.manifest_public_name + GZIP_SUFFIX,
+    }
+
+
+def publish_package(resource_set: ResourceSet, package: DumpPackage) -> None:
+    """Point a dump package's public names at its current versions, or withdraw them."""
+    directory = _directory(resource_set)
+    if directory is not None:
+        _link_package(directory, resource_set, package)
+
+
+def withdraw_package(resource_set: ResourceSet, package: DumpPackage) -> None:
+    """Remove a package that is going away."""
+    directory = _directory(resource_set)
+    if directory is not None:
+        _link(directory, package.manifest_public_name, None)
+        _replace_link(directory / package.public_name, None)
+
+
 def withdraw(resource_set: ResourceSet, document: StoredDocument) -> None:
     """Remove a document that is going away (an emptied page)."""
     directory = _directory(resource_set)
@@ -145,6 +196,8 @@ def publish_set(resource_set: ResourceSet) -> None:
     for document in _documents(resource_set):
         _link(directory, document.public_name, _current_version(resource_set, document))
         wanted.update({document.public_name, document.public_name + GZIP_SUFFIX})
+    for package in _packages(resource_set):
+        wanted |= _link_package(directory, resource_set, package)
     if directory.is_dir():
         for entry in directory.iterdir():
             if entry.name not in wanted:

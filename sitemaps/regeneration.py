@@ -33,6 +33,8 @@ from sources.models import Change, ResourceSet
 from sources.services import resource_set_lock
 
 from . import change_list_archive, forking, lease, links, planning, publishing
+from .dumps.build import build_dumps
+from .dumps.job import DumpReport
 from .models import (
     ChangeListPage,
     IndexDocument,
@@ -64,6 +66,7 @@ class RegenerationReport:
     indexes_written: list[str] = field(default_factory=list)
     through_change_id: int = 0
     seconds: float = 0.0
+    dumps: DumpReport | None = None
 
     @property
     def pages_written(self) -> int:
@@ -200,6 +203,7 @@ class RegenerationRun:
             self.change_lists()
         if self.capabilities.publish_resource_list:
             self.resource_lists()
+        self.report.dumps = build_dumps(self)  # after the lists: packages take longer
         return self.report
 
     def snapshot_time(self) -> datetime:

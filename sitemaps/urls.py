@@ -1,6 +1,7 @@
 from django.urls import path
 
 from . import views
+from .dumps import views as dump_views
 from .open_change_list import open_change_list
 
 app_name = "sitemaps"
@@ -18,6 +19,29 @@ urlpatterns = [
     ),
     path(SET + "changelist.xml", views.change_list, name="change-list"),
     path(SET + "changelist-<int:number>.xml", views.change_list_page, name="change-list-page"),
+    *(
+        route
+        for kind, dump, package, manifest in (
+            (
+                "resourcedump",
+                dump_views.resource_dump,
+                dump_views.resource_dump_package,
+                dump_views.resource_dump_manifest,
+            ),
+            (
+                "changedump",
+                dump_views.change_dump,
+                dump_views.change_dump_package,
+                dump_views.change_dump_manifest,
+            ),
+        )
+        for route in (
+            path(f"{SET}{kind}.xml", dump, name=kind),
+            path(f"{SET}{kind}-<int:number>.xml", dump, name=f"{kind}-part"),
+            path(f"{SET}{kind}-package-<int:number>.zip", package, name=f"{kind}-package"),
+            path(f"{SET}{kind}-manifest-<int:number>.xml", manifest, name=f"{kind}-manifest"),
+        )
+    ),
     path(SET + "changelist-open.xml", open_change_list, name="change-list-open"),
     path(SET + "changelist-archive.xml", views.change_list_archive, name="change-list-archive"),
 ]

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from django import forms
 from django.contrib import admin, messages
 from django.db import models
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils import timezone
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 
+from sitemaps.dumps.build import settings_problem
+from sitemaps.dumps.selectors import dump_status
 from sitemaps.models import RegenerationState
 from sitemaps.selectors import dirty_resource_pages, lease_is_dead, with_regeneration_status
 from sitemaps.tasks import regenerate_resource_set
@@ -32,8 +35,31 @@ class DataProviderAdmin(admin.ModelAdmin):
     inlines = [ResourceSetInline]
 
 
+class CapabilitySettingsFormSet(forms.BaseInlineFormSet):
+    """Dumps only where the portal can read the set's files (and the Change List is on)."""
+
+    def clean(self) -> None:
+        super().clean()
+        for form in self.forms:
+            cleaned = getattr(form, "cleaned_data", None) or {}
+            problem = settings_problem(
+                self.instance,  # the set, with the values just entered
+                resource_dump=bool(cleaned.get("publish_resource_dump")),
+                change_dump=bool(cleaned.get("publish_change_dump")),
+                change_list=bool(cleaned.get("publish_change_list")),
+            )
+            if problem is not None:
+                field = (
+                    "publish_resource_dump"
+                    if cleaned.get("publish_resource_dump")
+                    else "publish_change_dump"
+                )
+                form.add_error(field, f"Dumps cannot be published: {problem}.")
+
+
 class CapabilitySettingsInline(admin.StackedInline):
     model = CapabilitySettings
+    formset = CapabilitySettingsFormSet
     can_delete = False
     min_num = 1
     max_num = 1
@@ -52,7 +78,7 @@ class ResourceSetAdmin(admin.ModelAdmin):
     )
     list_filter = ("provider", "protected")
     search_fields = ("slug", "name", "provider__slug")
-    readonly_fields = ("changed_at", "accepts_changes_since", "documents")
+    readonly_fields = ("changed_at", "accepts_changes_since", "documents", "dumps")
     inlines = [CapabilitySettingsInline]
     formfield_overrides = {models.URLField: {"assume_scheme": "https"}}
     actions = ["regenerate_now", "regenerate_all_pages"]
@@ -107,6 +133,42 @@ class ResourceSetAdmin(admin.ModelAdmin):
             ", ".join(map(str, dirty_resource_pages(obj))) or "none",
             self.last_regeneration(obj),
             self.progress(obj),
+        )
+
+    @admin.display(description="dumps")
+    def dumps(self, obj: ResourceSet) -> str:
+        """Packages and their sizes, the last dump run, and what could not be packaged."""
+        if obj.pk is None:
+            return "-"
+        status = dump_status(obj)
+        state = status.state
+        last = "never"
+        if state is not None and state.built_at is not None:
+            last = (
+                f"{state.built_at:%Y-%m-%d %H:%M:%S}: {state.packages_written} package(s), "
+                f"{state.bytes_written / 1e6:.1f} MB written, {state.skipped} not packaged"
+            )
+            if state.problem:
+                last = f"{state.built_at:%Y-%m-%d %H:%M:%S}: not built: {state.problem}"
+        packages = format_html_join(
+            ", ",
+            "{} ({} bitstreams, {} bytes)",
+            (
+                (p.public_name, p.entries, p.size)
+                for p in [*status.resource_packages, *status.change_packages]
+                if p.storage_name
+            ),
+        )
+        skipped = format_html_join(
+            "", "<li>{}: {}</li>", ((item["uri"], item["reason"]) for item in status.skipped)
+        )
+        return format_html(
+            "Last dump run: {}<br>Packages ({} bytes): {}<br>Not packaged now: {}<ul>{}</ul>",
+            last,
+            status.total_bytes,
+            packages or "none",
+            status.skipped_count,
+            skipped,
         )
 
     def save_related(self, request, form, formsets, change) -> None:

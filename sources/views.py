@@ -13,6 +13,7 @@ import os
 from django.conf import settings
 from django.http import FileResponse, Http404, HttpRequest, HttpResponseBase
 
+from sitemaps import links
 from sitemaps.access import SetReadView
 
 from .locations import LocationError, resolve_location
@@ -43,7 +44,11 @@ class ResourceFileView(SetReadView):
         if not os.path.isfile(full_path):
             raise Http404("No such file.")
         content_type = mimetypes.guess_type(full_path)[0] or "application/octet-stream"
-        return FileResponse(open(full_path, "rb"), content_type=content_type)
+        handle = open(full_path, "rb")  # noqa: SIM115 (FileResponse closes it)
+        response = FileResponse(handle, content_type=content_type)
+        # ResourceSync discovery: the resource names its Capability List.
+        response["Link"] = f'<{links.capability_list_url(resource_set)}>; rel="resourcesync"'
+        return response
 
 
 resource_file = ResourceFileView.as_view()

@@ -557,6 +557,47 @@ def build_change_dump(
     )
 
 
+def build_resource_dump_index(
+    parts: Iterable[ResourceListPart],
+    *,
+    at: datetime,
+    capability_list_url: str,
+    completed: datetime | None = None,
+) -> bytes:
+    """A Resource Dump Index (by analogy with a Resource List Index): one entry per dump."""
+    _check_snapshot(at, completed)
+    writer = DocumentWriter("sitemapindex")
+    header = writer.start(
+        {
+            "capability": Capability.RESOURCE_DUMP,
+            "at": w3c_datetime(at),
+            "completed": _time(completed),
+        },
+        _links(("up", capability_list_url)),
+    )
+    entries = (
+        writer.entry(part.loc, md={"at": w3c_datetime(part.at), "completed": _time(part.completed)})
+        for part in parts
+    )
+    return _single_page(header, writer.end(), entries, "a Resource Dump Index")
+
+
+def build_change_dump_index(
+    parts: Iterable[ChangeListPart], *, since: datetime, capability_list_url: str
+) -> bytes:
+    """A Change Dump Index (by analogy with a Change List Index): dumps oldest first."""
+    writer = DocumentWriter("sitemapindex")
+    header = writer.start(
+        {"capability": Capability.CHANGE_DUMP, "from": w3c_datetime(since)},
+        _links(("up", capability_list_url)),
+    )
+    entries = (
+        writer.entry(part.loc, md={"from": w3c_datetime(part.since), "until": _time(part.until)})
+        for part in parts
+    )
+    return _single_page(header, writer.end(), entries, "a Change Dump Index")
+
+
 def _check_path(path: str) -> None:
     """A manifest path is the bitstream's place in the ZIP: leading `/`, no trailing `/`."""
     if not path.startswith("/") or path.endswith("/") or len(path) < 2:

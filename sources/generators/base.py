@@ -15,7 +15,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, BinaryIO, ClassVar
 
 from django.core.exceptions import ImproperlyConfigured
 
@@ -50,6 +50,10 @@ class ReconcileReport:
             f"{self.changes_reindexed} change(s); removed {self.resources_removed} stale "
             f"resource(s) and {self.changes_removed} stale change(s)"
         )
+
+
+class ResourceUnreadable(Exception):
+    """The portal cannot read a resource's bytes (for a dump); the message says why."""
 
 
 class BaseGenerator:
@@ -140,3 +144,16 @@ class BaseGenerator:
     def last_changed(self, resource_set: ResourceSet) -> dt.datetime | None:
         """The datetime of the set's newest change, or None if it has none."""
         raise NotImplementedError
+
+    def open_resource(
+        self, resource_set: ResourceSet, record: ResourceRecord | ChangeRecord
+    ) -> BinaryIO:
+        """Open the bytes of a resource (or of a change's resource) for a dump package.
+
+        The default reads the file its URI names under the set's
+        resource_root_dir; raises ResourceUnreadable when there is none. The
+        caller checks the bytes against the record.
+        """
+        from sources.resource_files import open_resource_file
+
+        return open_resource_file(resource_set, record.uri)

@@ -256,10 +256,24 @@ def test_refusals_name_the_problem(tmp_path: Path) -> None:
         export("acme/articles", "--to", str(tmp_path / "www"), "--base-url", "ftp://x")
 
 
-def test_a_set_never_regenerated_is_refused_with_a_hint(tmp_path: Path) -> None:
-    FileSet(tmp_path / "root")
-    with pytest.raises(CommandError, match="regenerate"):
-        export("acme/articles", "--to", str(tmp_path / "www"))
+def test_a_new_set_exports_its_empty_lists(
+    tmp_path: Path, django_capture_on_commit_callbacks
+) -> None:
+    """A set gets its (empty) documents when it is created, so it can be exported at once."""
+    with django_capture_on_commit_callbacks(execute=True):
+        FileSet(tmp_path / "root")
+    folder = tmp_path / "www"
+
+    export("acme/articles", "--to", str(folder))
+
+    base = folder / "resourcesync/acme/articles"
+    capability_list = parse_document((base / "capabilitylist.xml").read_bytes())
+    assert {entry.capability for entry in capability_list.entries} == {
+        "resourcelist",
+        "changelist",
+    }
+    for name in ("resourcelist.xml", "changelist.xml"):
+        assert parse_document((base / name).read_bytes()).entries == ()
 
 
 def test_the_change_list_archive_and_the_lists_in_it_are_exported(tmp_path: Path) -> None:

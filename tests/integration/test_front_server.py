@@ -164,3 +164,25 @@ def test_other_urls_pass_through_to_the_portal(front):
     assert b"resourcesync/acme/articles/resourcelist.xml" in capability_list.content
     assert fetch(f"{front}/.well-known/resourcesync").status_code == 200
     assert fetch(f"{front}/resourcesync/acme/articles/resourcelist-1.xml.gz").status_code == 404
+
+
+def test_nginx_sends_public_dump_packages_with_ranges(front, live_server, published_dir, tmp_path):
+    from .test_dumps import FileSet, content
+
+    files = FileSet(tmp_path / "files")
+    files.post([files.write(f"r{n}.txt", content(n)) for n in range(5)])
+    base = "/resourcesync/acme/files"
+    for name in ("resourcedump.xml", "resourcedump-manifest-1.xml", "resourcedump-package-1.zip"):
+        direct = fetch(f"{live_server.url}{base}/{name}")
+        response = fetch(f"{front}{base}/{name}")
+        assert response.status_code == 200
+        assert response.headers["etag"] != direct.headers["etag"]  # nginx answered
+        assert response.content == direct.content
+    package = fetch(f"{front}{base}/resourcedump-package-1.zip")
+    assert package.headers["content-type"] == "application/zip"
+    part = fetch(f"{front}{base}/resourcedump-package-1.zip", Range="bytes=100-")
+    assert part.status_code == 206 and part.content == package.content[100:]
+
+    protected = FileSet(tmp_path / "private", slug="private", protected=True)
+    protected.post([protected.write("secret.txt", b"secret")])
+    assert fetch(f"{front}/resourcesync/acme/private/resourcedump-package-1.zip").status_code == 401

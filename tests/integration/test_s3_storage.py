@@ -119,3 +119,26 @@ def test_a_short_object_under_the_version_name_is_replaced_in_s3(s3_storage):
     assert stored == content
     twin = s3_storage.get_object(Bucket=BUCKET, Key=name + ".gz")["Body"].read()
     assert gzip.decompress(twin) == content
+
+
+def test_dump_packages_are_stored_in_s3_rebuilt_from_s3_and_served_with_ranges(
+    s3_storage, client, tmp_path
+):
+    from sitemaps.models import ResourcePackage
+
+    from .test_dumps import FileSet, content, resource_dump
+
+    files = FileSet(tmp_path / "files", entries_per_document=3)
+    files.post([files.write(f"r{n}.txt", content(n)) for n in range(5)])
+    packages = ResourcePackage.objects.order_by("after_key")
+    assert {p.storage_name for p in packages} | {p.manifest_name for p in packages} <= keys(
+        s3_storage
+    )
+    report = files.post([files.write("r1.txt", content(1, version=2), change="updated")])
+    assert report.dumps.reused["resourcedump-package-1.zip"] == 2  # copied out of S3
+    assert resource_dump(client)[files.prefix + "r1.txt"] == content(1, version=2)
+
+    path = "/resourcesync/acme/files/resourcedump-package-1.zip"
+    whole = b"".join(client.get(path).streaming_content)
+    part = client.get(path, headers={"Range": "bytes=20-"})
+    assert part.status_code == 206 and b"".join(part.streaming_content) == whole[20:]

@@ -13,7 +13,8 @@ from sources.models import ResourceSet
 class Command(BaseCommand):
     help = (
         "Rewrite the changed pages of each set (every page with --full). Exits non-zero "
-        "when a set was not regenerated because a live run holds it."
+        "when a set was not regenerated because a live run holds it, or when the dumps "
+        "it publishes could not be built (it says why)."
     )
 
     def add_arguments(self, parser) -> None:
@@ -21,16 +22,23 @@ class Command(BaseCommand):
         parser.add_argument("--full", action="store_true", help="rewrite every page")
 
     def handle(self, *args, sets: list[str], full: bool, **options) -> None:
-        busy = []
+        busy, no_dumps = [], []
         for resource_set in self.selected(sets):
             report = regenerate(resource_set, full=full)
             if report is None:
                 busy.append(resource_set.path)
                 self.stderr.write(f"{resource_set.path}: not regenerated: {held_by(resource_set)}")
-            else:
-                self.stdout.write(f"{resource_set.path}: {report}")
+                continue
+            self.stdout.write(f"{resource_set.path}: {report}")
+            if report.dumps is not None and report.dumps.problem:
+                no_dumps.append(resource_set.path)
+                self.stderr.write(f"{resource_set.path}: {report.dumps}")
+            elif report.dumps is not None:
+                self.stdout.write(f"{resource_set.path}: {report.dumps}")
         if busy:
             raise CommandError(f"{len(busy)} set(s) not regenerated: {', '.join(busy)}")
+        if no_dumps:
+            raise CommandError(f"dumps not built for {len(no_dumps)} set(s): {', '.join(no_dumps)}")
 
     def selected(self, sets: list[str]) -> list[ResourceSet]:
         selected = list(ResourceSet.objects.select_related("provider"))

@@ -1,0 +1,172 @@
+"""The Change Dump: packages over the Change List windows, closed ones written once.
+
+Each Change List window `[since, until]` gets one package, or several when
+it outgrows a package's limits; a package then closes at a datetime (never
+between two changes of the same instant), so it holds every change of its
+interval. Packages of the open window are rebuilt as changes arrive; a
+package whose interval is closed and fully visible to the generator is
+`final` and never rebuilt. A rebuilt package copies the bitstreams its
+previous version holds: the bytes of a version whose file was overwritten
+since survive that way. A change whose bytes the portal no longer has (the
+file changed before any package took it) is left out and reported.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+from typing import cast
+
+from sitemaps.models import ChangeListPage, ChangePackage
+from sitemaps.protocol.builders import DocumentTooLarge, build_change_dump_manifest, change_entry
+from sitemaps.protocol.constants import ChangeType
+from sitemaps.protocol.records import ChangeRecord
+from sources.resource_files import relative_path
+
+from .job import DumpJob
+from .packaging import Item, Planned, plan_package
+
+ONE_MICROSECOND = timedelta(microseconds=1)
+CHANGES_FOLDER = "/changes/"
+
+
+class ChangeDumpWriter:
+    """Brings one set's Change Dump packages up to date with its Change List windows."""
+
+    def __init__(self, job: DumpJob) -> None:
+        self.job = job
+        self.resource_set = job.resource_set
+
+    def run(self) -> list[ChangePackage] | None:
+        """Every package oldest first, or None when none had to change."""
+        windows = list(ChangeListPage.objects.filter(resource_set=self.resource_set))
+        packages = list(ChangePackage.objects.filter(resource_set=self.resource_set))
+        touched = list(self.job.new_changes().values_list("datetime", flat=True))
+        settled = max((p.until for p in packages if p.final and p.until), default=None)
+        changed = False
+        for window in windows:
+            if settled is not None and window.until is not None and window.until <= settled:
+                continue  # before the newest final package: done (or without changes)
+            mine = [package for package in packages if _in_window(package, window)]
+            if self.job.full or self.needs_writing(window, mine, touched):
+                self.fill(window, mine)
+                changed = True
+        if not changed:
+            return None
+        return list(ChangePackage.objects.filter(resource_set=self.resource_set))
+
+    def needs_writing(
+        self, window: ChangeListPage, mine: list[ChangePackage], touched: list[datetime]
+    ) -> bool:
+        """Whether the window's packages are missing, stale, or still to be closed."""
+        open_ones = [package for package in mine if not package.final]
+        if mine and not open_ones:
+            return mine[-1].until != window.until  # final, unless the window reached further
+        if not mine or any(not package.storage_name for package in open_ones):
+            return True
+        if window.until is not None:
+            return True  # the window closed: its open packages are written final
+        start = open_ones[0].since
+        return any(start <= moment for moment in touched)
+
+    def fill(self, window: ChangeListPage, mine: list[ChangePackage]) -> None:
+        """Rewrite the window's packages from its first one not final."""
+        keep = [] if self.job.full else _final_prefix(mine)
+        redo = mine[len(keep) :]
+        reuse = [package.storage_name for package in redo if package.storage_name]
+        cursor = keep[-1].until + ONE_MICROSECOND if keep and keep[-1].until else window.since
+        while True:
+            planned = self.plan(cursor, window.until)
+            if not planned.items:
+                break  # no changes (left) in the window: no package for them
+            until = window.until if not planned.has_more else _when(planned.items[-1])
+            package = redo.pop(0) if redo else self.new_package(cursor)
+            self.write(package, planned, since=cursor, until=until, reuse=reuse)
+            if not planned.has_more or until is None:
+                break
+            cursor = until + ONE_MICROSECOND
+        for leftover in redo:
+            self.job.remove(leftover)
+
+    def plan(self, since: datetime, until: datetime | None) -> Planned:
+        """The changes from `since` that fit one package, closed between two instants."""
+        planned = plan_package(self.items(since, until), self.job.limits, _render)
+        if not planned.has_more or planned.following is None:
+            return planned
+        instant = _when(planned.following)
+        whole = [item for item in planned.items if _when(item) < instant]
+        if not whole:
+            raise DocumentTooLarge(
+                f"more changes at {instant} than one Change Dump package may hold"
+            )
+        return Planned(whole, has_more=True)
+
+    def items(self, since: datetime, until: datetime | None) -> Iterator[Item]:
+        records = self.job.generator.iter_changes(self.resource_set, since=since, until=until)
+        for record in records:
+            yield Item(record, change_path(self.resource_set, record))
+
+    def new_package(self, since: datetime) -> ChangePackage:
+        numbers = ChangePackage.objects.filter(resource_set=self.resource_set)
+        number = max(numbers.values_list("number", flat=True), default=0) + 1
+        return ChangePackage(resource_set=self.resource_set, number=number, since=since)
+
+    def write(
+        self,
+        package: ChangePackage,
+        planned: Planned,
+        *,
+        since: datetime,
+        until: datetime | None,
+        reuse: list[str],
+    ) -> None:
+        package.since, package.until = since, until
+        package.final = until is not None and self.job.complete_through(until)
+        package.full = planned.has_more
+
+        def manifest(items: list[Item]) -> bytes:
+            page = build_change_dump_manifest(
+                [(cast(ChangeRecord, item.record), item.path) for item in items],
+                since=since,
+                until=until,
+                capability_list_url=self.job.capability_list_url,
+                max_entries=self.job.limits.entries,
+                max_bytes=self.job.limits.manifest_bytes,
+            )
+            if page.has_more:
+                raise DocumentTooLarge(
+                    "a Change Dump Manifest outgrew the limits it was planned in"
+                )
+            return page.content
+
+        self.job.write(package, planned.items, manifest, reuse=reuse)
+
+
+def change_path(resource_set, record: ChangeRecord) -> str:
+    """Where a change's bitstream lies in its package: one folder per change ("" if deleted)."""
+    if record.change == ChangeType.DELETED:
+        return ""
+    relative = relative_path(resource_set, record.uri) or "resource"
+    return f"{CHANGES_FOLDER}{record.key}/{relative}"
+
+
+def _in_window(package: ChangePackage, window: ChangeListPage) -> bool:
+    return package.since >= window.since and (window.until is None or package.since <= window.until)
+
+
+def _final_prefix(packages: list[ChangePackage]) -> list[ChangePackage]:
+    """The leading packages that are final (they are kept as they are)."""
+    kept = []
+    for package in packages:
+        if not package.final:
+            break
+        kept.append(package)
+    return kept
+
+
+def _when(item: Item) -> datetime:
+    return cast(ChangeRecord, item.record).datetime
+
+
+def _render(item: Item) -> bytes:
+    return change_entry(item.record, path=item.path)  # type: ignore[arg-type]

@@ -1,0 +1,162 @@
+"""`resourcedump.xml` and `changedump.xml`: a dump, or a dump index once it needs several.
+
+They list every package with its length, hashes and a `contents` link to
+the served copy of its manifest, and are rewritten whole whenever a package
+changes (they hold one entry per package, so they stay small).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from datetime import datetime
+
+from django.utils import timezone
+
+from sitemaps import links, publishing
+from sitemaps.models import ChangePackage, DumpDocument, ResourcePackage
+from sitemaps.protocol.builders import (
+    ChangeDumpPackage,
+    ChangeListPart,
+    ResourceDumpPackage,
+    ResourceListPart,
+    build_change_dump,
+    build_change_dump_index,
+    build_resource_dump,
+    build_resource_dump_index,
+)
+from sitemaps.storage import delete_document, save_document
+
+from .job import DumpJob
+
+RESOURCE_DUMP = DumpDocument.Kind.RESOURCE_DUMP
+CHANGE_DUMP = DumpDocument.Kind.CHANGE_DUMP
+
+
+def resource_dump_entry(package: ResourcePackage) -> ResourceDumpPackage:
+    resource_set, kind, number = package.resource_set, package.kind, package.number
+    return ResourceDumpPackage(
+        loc=links.package_url(resource_set, kind, number),
+        length=package.size,
+        md5=package.md5,
+        sha256=package.sha256,
+        at=package.at,
+        completed=package.completed,
+        manifest_url=links.manifest_url(resource_set, kind, number),
+    )
+
+
+def change_dump_entry(package: ChangePackage) -> ChangeDumpPackage:
+    resource_set, kind, number = package.resource_set, package.kind, package.number
+    return ChangeDumpPackage(
+        loc=links.package_url(resource_set, kind, number),
+        length=package.size,
+        md5=package.md5,
+        sha256=package.sha256,
+        since=package.since,
+        until=package.until,
+        manifest_url=links.manifest_url(resource_set, kind, number),
+    )
+
+
+def write_resource_dump(job: DumpJob, packages: Iterable[ResourcePackage]) -> None:
+    entries = [resource_dump_entry(package) for package in packages if package.storage_name]
+    completed = timezone.now()
+
+    def dump(chunk: list[ResourceDumpPackage], index_url: str | None) -> bytes:
+        return build_resource_dump(
+            chunk,
+            at=job.at,
+            completed=completed,
+            capability_list_url=job.capability_list_url,
+            index_url=index_url,
+        )
+
+    def index(urls: list[str]) -> bytes:
+        parts = [ResourceListPart(loc=url, at=job.at, completed=completed) for url in urls]
+        return build_resource_dump_index(
+            parts, at=job.at, completed=completed, capability_list_url=job.capability_list_url
+        )
+
+    _write(job, RESOURCE_DUMP, entries, dump, index)
+
+
+def write_change_dump(job: DumpJob, packages: Iterable[ChangePackage]) -> None:
+    packages = list(packages)
+    entries = [change_dump_entry(package) for package in packages]
+    since = min([package.since for package in packages], default=job.now)
+
+    def dump(chunk: list[ChangeDumpPackage], index_url: str | None) -> bytes:
+        start = chunk[0].since if chunk and chunk[0].since else since
+        end = chunk[-1].until if chunk and index_url else None
+        return build_change_dump(
+            chunk,
+            since=start,
+            until=end,
+            capability_list_url=job.capability_list_url,
+            index_url=index_url,
+        )
+
+    def index(urls: list[str]) -> bytes:
+        chunks = _chunks(entries, job.limits.entries)
+        parts = [
+            ChangeListPart(loc=url, since=chunk[0].since or since, until=_closed(chunk, n, chunks))
+            for n, (url, chunk) in enumerate(zip(urls, chunks, strict=True))
+        ]
+        return build_change_dump_index(
+            parts, since=since, capability_list_url=job.capability_list_url
+        )
+
+    _write(job, CHANGE_DUMP, entries, dump, index)
+
+
+def _closed(chunk: list[ChangeDumpPackage], position: int, chunks: list) -> datetime | None:
+    """A part's `until`: only a part before the last is closed."""
+    return chunk[-1].until if position < len(chunks) - 1 else None
+
+
+def _chunks(entries: list, size: int) -> list[list]:
+    return [entries[start : start + size] for start in range(0, len(entries), size)] or [[]]
+
+
+def _write(
+    job: DumpJob,
+    kind: str,
+    entries: list,
+    dump: Callable[[list, str | None], bytes],
+    index: Callable[[list[str]], bytes],
+) -> None:
+    """Store the dump, or its parts and their index, and retire parts no longer needed."""
+    resource_set = job.resource_set
+    chunks = _chunks(entries, job.limits.entries)
+    contents: dict[int, bytes] = {}
+    if len(chunks) == 1:
+        contents[0] = dump(chunks[0], None)
+    else:
+        top = links.dump_url(resource_set, kind)
+        urls = [links.dump_part_url(resource_set, kind, n) for n in range(1, len(chunks) + 1)]
+        contents.update({n: dump(chunk, top) for n, chunk in enumerate(chunks, start=1)})
+        contents[0] = index(urls)
+    counts = {0: len(entries) if len(chunks) == 1 else len(chunks)}
+    counts.update({n: len(chunk) for n, chunk in enumerate(chunks, start=1)})
+    for number, content in sorted(contents.items(), reverse=True):  # parts before their index
+        _store(job, kind, number, content, entries=counts[number])
+    for stale in DumpDocument.objects.filter(resource_set=resource_set, kind=kind).exclude(
+        number__in=contents
+    ):
+        publishing.withdraw(resource_set, stale)
+        stale.delete()
+        delete_document(stale.storage_name)
+
+
+def _store(job: DumpJob, kind: str, number: int, content: bytes, *, entries: int) -> None:
+    document, _ = DumpDocument.objects.get_or_create(
+        resource_set=job.resource_set, kind=kind, number=number
+    )
+    name, etag = save_document(job.directory, document.public_name, content)
+    previous = document.storage_name
+    document.storage_name, document.etag = name, etag
+    document.entries, document.size, document.generated_at = entries, len(content), timezone.now()
+    document.save()
+    publishing.publish(job.resource_set, document)
+    if previous and previous != name:
+        delete_document(previous)

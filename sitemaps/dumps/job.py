@@ -1,0 +1,206 @@
+"""What the dump steps of one regeneration run share, and how a package is written and stored."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from functools import partial
+from typing import IO, TYPE_CHECKING, BinaryIO
+
+from django.conf import settings
+from django.db.models import QuerySet
+from django.utils import timezone
+
+from sitemaps import publishing
+from sitemaps.models import DumpPackage, DumpState
+from sitemaps.protocol.records import ChangeRecord, ResourceRecord
+from sitemaps.storage import delete_document, save_document
+from sources.models import Change
+
+from .packaging import (
+    BitstreamChanged,
+    Item,
+    Limits,
+    Skipped,
+    Written,
+    reusable,
+    write_package,
+)
+from .storage import open_stored, package_file, store_package
+
+if TYPE_CHECKING:
+    from sitemaps.regeneration import RegenerationRun
+
+logger = logging.getLogger(__name__)
+
+#: How many skipped resources a package row keeps (the count is always exact).
+SKIPPED_KEPT = 200
+#: Attempts at a package whose large files keep changing under the copy.
+ATTEMPTS = 3
+
+
+@dataclass
+class DumpReport:
+    """What the dump step of a run did, for the run's report, the admin and the logs."""
+
+    packages_written: list[str] = field(default_factory=list)
+    bytes_written: int = 0
+    #: Bitstreams copied from a package's previous version, by package written.
+    reused: dict[str, int] = field(default_factory=dict)
+    skipped: list[Skipped] = field(default_factory=list)
+    problem: str = ""
+
+    def __str__(self) -> str:
+        if self.problem:
+            return f"dumps not built: {self.problem}"
+        return (
+            f"wrote {len(self.packages_written)} dump package(s) "
+            f"({self.bytes_written / 1e6:.1f} MB), "
+            f"could not package {len(self.skipped)}"
+        )
+
+
+class DumpJob:
+    """The run's clock, generator and limits, as the dump writers need them."""
+
+    def __init__(self, run: RegenerationRun) -> None:
+        self.run = run
+        self.resource_set = run.resource_set
+        self.generator = run.generator
+        self.at, self.now, self.full = run.at, run.now, run.full
+        self.capabilities = run.capabilities
+        self.capability_list_url = run.capability_list_url
+        self.directory = run.directory
+        self.watermark = run.watermark
+        self.limits = Limits(
+            entries=run.capabilities.entries_per_document,
+            package_bytes=settings.RESOURCESYNC_DUMP_PACKAGE_BYTES,
+            manifest_bytes=run.max_bytes,
+        )
+        self.compression = settings.RESOURCESYNC_DUMP_COMPRESSION
+        self.state, _ = DumpState.objects.get_or_create(resource_set=self.resource_set)
+        self.report = DumpReport()
+
+    def new_changes(self) -> QuerySet[Change]:
+        """Changes the dumps do not reflect yet and the generator can already show."""
+        return Change.objects.filter(
+            resource_set=self.resource_set,
+            id__gt=self.state.through_change_id,
+            id__lte=self.watermark,
+        )
+
+    def complete_through(self, until: datetime) -> bool:
+        return self.run.complete_through(until)
+
+    def open_bitstream(self, record: ResourceRecord | ChangeRecord) -> BinaryIO:
+        return self.generator.open_resource(self.resource_set, record)
+
+    def progress(self) -> None:
+        """A heartbeat between packages (it also stops a run that lost its lease)."""
+        done = len(self.report.packages_written)
+        self.run.progress(done, done)
+
+    def write(
+        self,
+        package: DumpPackage,
+        items: list[Item],
+        build_manifest: Callable[[list[Item]], bytes],
+        *,
+        reuse: Iterable[str] = (),
+    ) -> Written:
+        """Write, store and publish one package (and its manifest copy); the row is saved.
+
+        `reuse`: storage names of the packages it replaces, whose checked
+        bitstreams are copied instead of read again.
+        """
+        with package_file(self.directory) as handle:
+            written = self._write_attempts(handle, items, build_manifest, list(reuse))
+            stored = store_package(handle, self.directory, package.public_name)
+        manifest_name, manifest_etag = save_document(
+            self.directory, package.manifest_public_name, written.manifest
+        )
+        old = {package.storage_name, package.manifest_name} - {stored.name, manifest_name, ""}
+        package.storage_name, package.etag, package.size = stored.name, stored.etag, stored.size
+        package.md5, package.sha256 = stored.md5, stored.sha256
+        package.manifest_name, package.manifest_etag = manifest_name, manifest_etag
+        package.manifest_size = len(written.manifest)
+        package.entries, package.generated_at = written.bitstreams, timezone.now()
+        package.skipped = [vars_of(s) for s in written.skipped[:SKIPPED_KEPT]]
+        package.skipped_count = len(written.skipped)
+        package.save()
+        publishing.publish_package(self.resource_set, package)
+        for name in old:
+            delete_document(name)
+        self.record(package, stored.size, written)
+        return written
+
+    def write_empty(self, package: DumpPackage) -> None:
+        """A package with nothing to hold has no ZIP (an empty manifest is not valid XML
+        Sitemap): the row keeps its range, the dump does not list it."""
+        publishing.withdraw_package(self.resource_set, package)
+        old = [package.storage_name, package.manifest_name]
+        package.storage_name = package.etag = package.md5 = package.sha256 = ""
+        package.manifest_name = package.manifest_etag = ""
+        package.size = package.manifest_size = package.entries = package.skipped_count = 0
+        package.skipped, package.generated_at = [], timezone.now()
+        package.save()
+        for name in old:
+            if name:
+                delete_document(name)
+
+    def _write_attempts(
+        self,
+        handle: BinaryIO,
+        items: list[Item],
+        build_manifest: Callable[[list[Item]], bytes],
+        reuse: list[str],
+    ) -> Written:
+        leave_out: frozenset[str] = frozenset()
+        for _ in range(ATTEMPTS):
+            handle.seek(0)
+            handle.truncate()
+            try:
+                with reusable(_openers(reuse)) as previous:
+                    return write_package(
+                        handle,
+                        items,
+                        open_bitstream=self.open_bitstream,
+                        build_manifest=build_manifest,
+                        reuse=previous,
+                        compression=self.compression,
+                        manifest_time=self.now,
+                        leave_out=leave_out,
+                    )
+            except BitstreamChanged as changed:
+                leave_out |= {changed.item.path}
+        raise RuntimeError(f"files kept changing while {len(leave_out)} were packaged")
+
+    def record(self, package: DumpPackage, size: int, written: Written) -> None:
+        self.report.packages_written.append(package.public_name)
+        self.report.bytes_written += size
+        self.report.reused[package.public_name] = written.reused
+        self.report.skipped.extend(written.skipped)
+        for skipped in written.skipped[:10]:
+            logger.warning(
+                "%s: %s not packaged: %s", self.resource_set, skipped.uri, skipped.reason
+            )
+        self.progress()
+
+    def remove(self, package: DumpPackage) -> None:
+        """A package that is no longer needed: out of the tree, the row gone, files retired."""
+        publishing.withdraw_package(self.resource_set, package)
+        names = [package.storage_name, package.manifest_name]
+        package.delete()
+        for name in names:
+            delete_document(name)
+
+
+def vars_of(skipped: Skipped) -> dict[str, str]:
+    return {"uri": skipped.uri, "reason": skipped.reason}
+
+
+def _openers(names: list[str]) -> list[Callable[[], IO[bytes]]]:
+    """Openers of the stored packages to reuse bitstreams from."""
+    return [partial(open_stored, name) for name in names if name]

@@ -1,0 +1,489 @@
+"""Resource and Change Dumps: packages of real files, checked, incremental, served.
+
+Every dump document and manifest is validated against the official schemas
+and read back with resync; every packaged bitstream is compared with its
+manifest entry and with the file it came from.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import itertools
+import zipfile
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import pytest
+from django.core.management import CommandError, call_command
+from django.test import Client
+from django.urls import reverse
+from lxml import etree
+from resync.change_dump import ChangeDump
+from resync.change_dump_manifest import ChangeDumpManifest
+from resync.resource_dump import ResourceDump
+from resync.resource_dump_manifest import ResourceDumpManifest
+
+from sitemaps.models import ChangePackage, DumpState, ResourcePackage
+from sitemaps.regeneration import regenerate
+from sources.events import Event
+from sources.models import ApiToken, CapabilitySettings, DataProvider, LocationType, ResourceSet
+from sources.services import ingest_events
+
+from ..support import NS, assert_valid, ingest, store_documents_in
+
+pytestmark = pytest.mark.django_db
+BASE = "/resourcesync/acme/files"
+PREFIX = "http://data.example.org/acme/files/"
+
+
+@pytest.fixture(autouse=True)
+def storage(settings, tmp_path: Path) -> None:
+    store_documents_in(settings, tmp_path / "documents")
+
+
+class FileSet:
+    """A set whose resources are files under `root`, with dumps on."""
+
+    def __init__(
+        self, root: Path, *, slug: str = "files", protected: bool = False, **capabilities
+    ) -> None:
+        self.root = root
+        self.prefix = PREFIX if slug == "files" else f"http://data.example.org/acme/{slug}/"
+        root.mkdir(exist_ok=True)
+        provider, _ = DataProvider.objects.get_or_create(slug="acme", defaults={"name": "Acme"})
+        self.resource_set = ResourceSet.objects.create(
+            provider=provider,
+            slug=slug,
+            name=slug,
+            url_prefix=self.prefix,
+            resource_root_dir=str(root),
+            protected=protected,
+        )
+        options = {"publish_resource_dump": True, "publish_change_dump": True, **capabilities}
+        CapabilitySettings.objects.create(resource_set=self.resource_set, **options)
+
+    def write(self, name: str, content: bytes, change: str = "created") -> Event:
+        path = self.root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(content)
+        return Event(
+            change=change,
+            location_type=LocationType.REL_PATH,
+            location_value=name,
+            uri=self.prefix + name.replace(" ", "%20"),
+            length=len(content),
+            md5=hashlib.md5(content, usedforsecurity=False).hexdigest(),
+            sha256=hashlib.sha256(content).hexdigest(),
+            mime="text/plain",
+            lastmod=self_lastmod(),
+        )
+
+    def delete(self, name: str) -> Event:
+        (self.root / name).unlink()
+        return Event(
+            change="deleted",
+            location_type=LocationType.REL_PATH,
+            location_value=name,
+            uri=self.prefix + name.replace(" ", "%20"),
+        )
+
+    def post(self, events: list[Event]):
+        """Ingest without the after-commit hooks and regenerate: the run's report."""
+        ingest_events(resource_set=self.resource_set, events=events)
+        return regenerate(self.resource_set)
+
+
+def self_lastmod():
+    from datetime import UTC, datetime
+
+    return datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+
+
+def when(value: str) -> datetime:
+    return datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+def get(client: Client, path: str, **headers):
+    response = client.get(path, headers=headers)
+    body = b"".join(response.streaming_content) if response.streaming else response.content
+    return response.status_code, body, response
+
+
+def content(n: int, version: int = 1) -> bytes:
+    return f"resource {n} version {version}\n".encode() * (n % 5 + 1)
+
+
+def entries(document: bytes) -> list[etree._Element]:
+    return etree.fromstring(document).findall("sm:url", NS)
+
+
+def check_package(client: Client, entry: etree._Element, capability: str) -> dict[str, bytes]:
+    """Fetch one dump entry's package; check it against the entry and its manifest.
+
+    Returns the bitstreams by manifest loc (for a Change Dump: by path).
+    """
+    loc = entry.find("sm:loc", NS).text
+    md = entry.find("rs:md", NS).attrib
+    status, package, response = get(client, loc)
+    assert status == 200 and response["Content-Type"] == "application/zip"
+    assert int(md["length"]) == len(package)
+    assert md["type"] == "application/zip"
+    digests = dict(item.split(":", 1) for item in md["hash"].split())
+    assert digests["md5"] == hashlib.md5(package, usedforsecurity=False).hexdigest()
+    assert digests["sha-256"] == hashlib.sha256(package).hexdigest()
+    archive = zipfile.ZipFile(io.BytesIO(package))
+    manifest = archive.read("manifest.xml")
+    assert_valid(manifest)
+    assert etree.fromstring(manifest).find("rs:md", NS).get("capability") == capability
+    contents = entry.find("rs:ln", NS).attrib
+    assert contents["rel"] == "contents"
+    served = get(client, contents["href"])[1]
+    assert served == manifest, "the served manifest differs from the packaged one"
+    reader = (
+        ResourceDumpManifest() if capability == "resourcedump-manifest" else ChangeDumpManifest()
+    )
+    reader.parse(str_data=manifest.decode())
+    bitstreams = {}
+    for item in reader:
+        if item.path is None:
+            assert item.change == "deleted"
+            continue
+        data = archive.read(item.path.lstrip("/"))
+        assert len(data) == item.length
+        assert hashlib.md5(data, usedforsecurity=False).hexdigest() == item.md5
+        assert hashlib.sha256(data).hexdigest() == item.sha256
+        bitstreams[item.uri if capability == "resourcedump-manifest" else item.path] = data
+    assert sorted(archive.namelist()) == sorted(
+        ["manifest.xml", *(item.path.lstrip("/") for item in reader if item.path)]
+    )
+    return bitstreams
+
+
+def resource_dump(client: Client) -> dict[str, bytes]:
+    """Every bitstream of the Resource Dump by URI, each package checked."""
+    status, body, _ = get(client, f"{BASE}/resourcedump.xml")
+    assert status == 200
+    assert_valid(body)
+    root = etree.fromstring(body)
+    assert root.find("rs:md", NS).get("capability") == "resourcedump"
+    assert root.find("rs:ln[@rel='up']", NS).get("href").endswith(f"{BASE}/capabilitylist.xml")
+    ResourceDump().parse(str_data=body.decode())
+    found: dict[str, bytes] = {}
+    for entry in entries(body):
+        found.update(check_package(client, entry, "resourcedump-manifest"))
+    return found
+
+
+def test_resource_dump_packages_every_file_and_validates(client, tmp_path: Path) -> None:
+    files = FileSet(tmp_path / "files", entries_per_document=3)
+    names = [f"a/r{n}.txt" for n in range(7)] + ["notes/read me.txt"]
+    ingest(files.resource_set, [files.write(name, content(n)) for n, name in enumerate(names)])
+
+    dump = resource_dump(client)
+
+    expected = {
+        PREFIX + name.replace(" ", "%20"): (files.root / name).read_bytes() for name in names
+    }
+    assert dump == expected
+    assert ResourcePackage.objects.count() == 3  # 8 files at 3 bitstreams a package
+    capabilities = get(client, f"{BASE}/capabilitylist.xml")[1]
+    listed = [
+        md.get("capability") for md in etree.fromstring(capabilities).iterfind(".//rs:md", NS)
+    ]
+    assert "resourcedump" in listed and "changedump" in listed
+
+
+def test_one_update_rebuilds_exactly_one_package(tmp_path: Path, client) -> None:
+    files = FileSet(tmp_path / "files", entries_per_document=4)
+    files.post([files.write(f"r{n:02d}.txt", content(n)) for n in range(12)])
+    before = {p.number: p.etag for p in ResourcePackage.objects.all()}
+    assert len(before) == 3
+
+    report = files.post([files.write("r05.txt", content(5, version=2), change="updated")])
+
+    assert [name for name in report.dumps.packages_written if name.startswith("resourcedump")] == [
+        "resourcedump-package-2.zip"
+    ]
+    after = {p.number: p.etag for p in ResourcePackage.objects.all()}
+    assert [n for n in after if after[n] != before[n]] == [2]
+    # The other three came from the old package.
+    assert report.dumps.reused["resourcedump-package-2.zip"] == 3
+    assert resource_dump(client)[PREFIX + "r05.txt"] == content(5, version=2)
+
+    report = files.post([files.write("r99.txt", content(99))])
+    written = [n for n in report.dumps.packages_written if n.startswith("resourcedump")]
+    assert written == ["resourcedump-package-4.zip"]  # the full tail is closed, a new one opens
+
+
+def test_a_file_that_differs_from_its_record_is_reported_not_packaged(tmp_path: Path, client):
+    files = FileSet(tmp_path / "files")
+    events = [files.write(f"r{n}.txt", content(n)) for n in range(4)]
+    (files.root / "r1.txt").write_bytes(b"changed behind the portal's back")
+    (files.root / "r2.txt").unlink()
+    (files.root / "r3.txt").write_bytes(content(3)[::-1])  # same length, other bytes
+
+    report = files.post(events)
+
+    reasons = {(s.uri, s.reason) for s in report.dumps.skipped}
+    assert {
+        (PREFIX + "r1.txt", "its file has 32 bytes, the record says 42"),
+        (PREFIX + "r2.txt", "its file is missing"),
+        (
+            PREFIX + "r3.txt",
+            "its file's md5 differs from the record (changed since its last event?)",
+        ),
+    } <= reasons
+    assert set(resource_dump(client)) == {PREFIX + "r0.txt"}
+    package = ResourcePackage.objects.get()
+    assert package.skipped_count == 3
+    assert {item["uri"] for item in package.skipped} == {PREFIX + f"r{n}.txt" for n in (1, 2, 3)}
+    assert DumpState.objects.get().skipped == 6  # in the Resource Dump and the Change Dump
+
+
+def test_change_dump_follows_the_change_list_windows(client, tmp_path: Path) -> None:
+    files = FileSet(tmp_path / "files", changelist_rotation=timedelta(days=1))
+    files.post([files.write(f"r{n}.txt", content(n)) for n in range(3)])
+    files.post([files.write("r1.txt", content(1, version=2), change="updated")])
+    files.post([files.write("r1.txt", content(1, version=3), change="updated")])
+    files.post([files.delete("r2.txt")])
+
+    status, body, _ = get(client, f"{BASE}/changedump.xml")
+    assert status == 200
+    assert_valid(body)
+    ChangeDump().parse(str_data=body.decode())
+    (entry,) = entries(body)
+    assert "until" not in entry.find("rs:md", NS).attrib  # the open window
+    bitstreams = check_package(client, entry, "changedump-manifest")
+    manifest = ChangeDumpManifest()
+    manifest.parse(str_data=get(client, entry.find("rs:ln", NS).get("href"))[1].decode())
+    changes = [(item.uri.removeprefix(PREFIX), item.change) for item in manifest]
+    assert changes == [
+        ("r0.txt", "created"),
+        ("r1.txt", "created"),
+        ("r2.txt", "created"),
+        ("r1.txt", "updated"),
+        ("r1.txt", "updated"),
+        ("r2.txt", "deleted"),
+    ]
+    # Each version's bytes survive although the file holds only the last one.
+    versions = [bitstreams[item.path] for item in manifest if item.uri == PREFIX + "r1.txt"]
+    assert versions == [content(1), content(1, version=2), content(1, version=3)]
+
+
+def test_a_closed_window_gets_its_package_once(client, tmp_path: Path) -> None:
+    files = FileSet(tmp_path / "files", changelist_rotation=timedelta(seconds=0))
+    files.post([files.write(f"r{n}.txt", content(n)) for n in range(2)])
+    first = ChangePackage.objects.order_by("since").first()
+    assert first.final and first.until is not None
+    etag = first.etag
+
+    files.post([files.write("r0.txt", content(0, version=2), change="updated")])
+    files.post([files.write("r5.txt", content(5))])
+
+    first.refresh_from_db()
+    assert first.etag == etag
+    body = get(client, f"{BASE}/changedump.xml")[1]
+    assert_valid(body)
+    windows = [entry.find("rs:md", NS).attrib for entry in entries(body)]
+    assert all("until" in md for md in windows[:-1])
+    assert [md["from"] for md in windows] == sorted(md["from"] for md in windows)
+    for entry in entries(body):
+        check_package(client, entry, "changedump-manifest")
+
+
+def test_package_range_requests_and_conditional_get(client, tmp_path: Path) -> None:
+    files = FileSet(tmp_path / "files")
+    files.post([files.write(f"r{n}.txt", content(n)) for n in range(5)])
+    path = f"{BASE}/resourcedump-package-1.zip"
+    status, whole, response = get(client, path)
+    assert status == 200 and response["Accept-Ranges"] == "bytes"
+    etag, last_modified = response["ETag"], response["Last-Modified"]
+
+    status, part, response = get(client, path, Range="bytes=10-")
+    assert status == 206 and part == whole[10:]
+    assert response["Content-Range"] == f"bytes 10-{len(whole) - 1}/{len(whole)}"
+    assert get(client, path, Range="bytes=-7")[1] == whole[-7:]
+    assert get(client, path, Range="bytes=0-3", **{"If-Range": etag})[1] == whole[:4]
+    assert get(client, path, Range="bytes=0-3", **{"If-Range": '"stale"'})[0] == 200
+    status, _, response = get(client, path, Range=f"bytes={len(whole)}-")
+    assert status == 416 and response["Content-Range"] == f"bytes */{len(whole)}"
+    assert get(client, path, **{"If-None-Match": etag})[0] == 304
+    assert get(client, path, **{"If-Modified-Since": last_modified})[0] == 304
+    head = client.head(path)
+    assert head.status_code == 200 and int(head["Content-Length"]) == len(whole)
+
+
+def test_protected_packages_need_a_token(client, tmp_path: Path) -> None:
+    files = FileSet(tmp_path / "files", protected=True)
+    files.post([files.write("secret.txt", b"secret")])
+    _, key = ApiToken.issue(provider=files.resource_set.provider)
+    for name in ("resourcedump.xml", "resourcedump-package-1.zip", "resourcedump-manifest-1.xml"):
+        assert get(client, f"{BASE}/{name}")[0] == 401
+        assert get(client, f"{BASE}/{name}", Authorization=f"Bearer {key}")[0] == 200
+
+
+def test_dumps_are_404_when_not_published(client, tmp_path: Path) -> None:
+    files = FileSet(tmp_path / "files")
+    files.post([files.write("a.txt", b"a")])
+    CapabilitySettings.objects.filter(resource_set=files.resource_set).update(
+        publish_resource_dump=False
+    )
+    assert get(client, f"{BASE}/resourcedump.xml")[0] == 404
+    assert get(client, f"{BASE}/resourcedump-package-1.zip")[0] == 404
+    assert get(client, f"{BASE}/changedump.xml")[0] == 200
+
+
+def admin_add_set(admin_client, root: str, **capabilities):
+    """POST the admin's add form for a set with its capability settings inline."""
+    provider, _ = DataProvider.objects.get_or_create(slug="acme", defaults={"name": "Acme"})
+    data = {
+        "provider": provider.pk,
+        "slug": "new",
+        "name": "New",
+        "url_prefix": PREFIX,
+        "resource_root_dir": root,
+        "capability_settings-TOTAL_FORMS": "1",
+        "capability_settings-INITIAL_FORMS": "0",
+        "capability_settings-MIN_NUM_FORMS": "1",
+        "capability_settings-MAX_NUM_FORMS": "1",
+        "capability_settings-0-publish_resource_list": "on",
+        "capability_settings-0-publish_change_list": "on",
+        "capability_settings-0-entries_per_document": "50000",
+        "capability_settings-0-changelist_rotation": "1 00:00:00",
+        "capability_settings-0-regenerate_after_changes": "1000",
+        "capability_settings-0-regenerate_after_seconds": "1",
+    }
+    data.update({f"capability_settings-0-{name}": "on" for name in capabilities})
+    return admin_client.post(reverse("admin:sources_resourceset_add"), data)
+
+
+def test_the_admin_refuses_dumps_for_a_set_whose_files_it_cannot_read(admin_client, tmp_path):
+    response = admin_add_set(admin_client, "", publish_resource_dump=True)
+    assert response.status_code == 200  # the form again, with the reason
+    assert (
+        "Dumps cannot be published: the set has no resource_root_dir" in response.content.decode()
+    )
+    assert not ResourceSet.objects.filter(slug="new").exists()
+
+    response = admin_add_set(admin_client, str(tmp_path), publish_change_dump=True)
+    assert response.status_code == 302  # saved: the portal can read files under this root
+    settings = ResourceSet.objects.get(slug="new").capabilities
+    assert settings.publish_change_dump and not settings.publish_resource_dump
+
+
+def test_regenerate_says_why_a_set_gets_no_dumps(tmp_path: Path) -> None:
+    files = FileSet(tmp_path / "files")
+    ResourceSet.objects.filter(pk=files.resource_set.pk).update(resource_root_dir="")
+    out, err = io.StringIO(), io.StringIO()
+    with pytest.raises(CommandError, match="dumps not built for 1 set"):
+        call_command("regenerate", "acme/files", stdout=out, stderr=err)
+    assert "acme/files: dumps not built: the set has no resource_root_dir" in err.getvalue()
+    assert "resource list" in out.getvalue()  # the lists were still written
+
+
+def test_url_only_sets_cannot_dump(tmp_path: Path) -> None:
+    files = FileSet(tmp_path / "files")
+    url = "http://elsewhere.example.org/a.pdf"
+    ingest_events(
+        resource_set=files.resource_set,
+        events=[
+            Event(
+                change="created",
+                location_type=LocationType.URL,
+                location_value=url,
+                uri=url,
+                length=1,
+                md5="0" * 32,
+                mime="application/pdf",
+                lastmod=self_lastmod(),
+            )
+        ],
+    )
+    report = regenerate(files.resource_set)
+    assert "every resource of the set has a url location" in report.dumps.problem
+    assert DumpState.objects.get().problem == report.dumps.problem
+
+
+def test_the_set_page_shows_packages_and_what_could_not_be_packaged(admin_client, tmp_path):
+    files = FileSet(tmp_path / "files")
+    events = [files.write(f"r{n}.txt", content(n)) for n in range(3)]
+    (files.root / "r2.txt").unlink()
+    files.post(events)
+    page = admin_client.get(
+        reverse("admin:sources_resourceset_change", args=[files.resource_set.pk])
+    )
+    html = page.content.decode()
+    assert "resourcedump-package-1.zip (2 bitstreams" in html
+    assert "changedump-package-1.zip (2 bitstreams" in html
+    assert "Not packaged now: 2" in html
+    assert f"{PREFIX}r2.txt: its file is missing" in html
+    assert "Last dump run: " in html and "2 not packaged" in html
+
+
+def test_many_packages_make_a_resource_dump_index(client, settings, tmp_path: Path) -> None:
+    files = FileSet(tmp_path / "files", entries_per_document=2)
+    files.post([files.write(f"r{n}.txt", content(n)) for n in range(5)])  # 3 packages, 2 a dump
+
+    body = get(client, f"{BASE}/resourcedump.xml")[1]
+    root = assert_valid(body)
+    assert root.tag == f"{{{NS['sm']}}}sitemapindex"
+    assert root.find("rs:md", NS).get("capability") == "resourcedump"
+    parts = [loc.text for loc in root.iterfind("sm:sitemap/sm:loc", NS)]
+    assert parts == [f"{settings.PUBLIC_BASE_URL}{BASE}/resourcedump-{n}.xml" for n in (1, 2)]
+    found = {}
+    for part in parts:
+        document = get(client, part)[1]
+        assert_valid(document)
+        assert etree.fromstring(document).find("rs:ln[@rel='index']", NS).get("href") == (
+            f"{settings.PUBLIC_BASE_URL}{BASE}/resourcedump.xml"
+        )
+        for entry in entries(document):
+            found.update(check_package(client, entry, "resourcedump-manifest"))
+    assert len(found) == 5
+
+
+def test_a_window_too_large_for_one_package_gets_several(client, settings, tmp_path: Path):
+    settings.RESOURCESYNC_DUMP_PACKAGE_BYTES = 4000
+    files = FileSet(tmp_path / "files")
+    for n in range(6):  # one instant per post: packages close between instants
+        files.post([files.write(f"r{n}.txt", b"%d" % n * 900)])
+
+    body = get(client, f"{BASE}/changedump.xml")[1]
+    assert_valid(body)
+    windows = [entry.find("rs:md", NS).attrib for entry in entries(body)]
+    assert len(windows) >= 3
+    assert all("until" in md for md in windows[:-1]) and "until" not in windows[-1]
+    for earlier, later in itertools.pairwise(windows):
+        assert when(earlier["until"]) < when(later["from"])
+    packaged = {}
+    for entry in entries(body):
+        packaged.update(check_package(client, entry, "changedump-manifest"))
+    assert sorted(packaged.values()) == sorted(b"%d" % n * 900 for n in range(6))
+    assert sum(1 for p in ChangePackage.objects.all() if p.final) == len(windows) - 1
+
+
+def test_superseded_packages_are_cleaned_up_after_the_grace_period(tmp_path: Path) -> None:
+    from django.utils import timezone
+
+    from sitemaps.cleanup import remove_unreferenced
+    from sitemaps.storage import document_storage
+
+    files = FileSet(tmp_path / "files")
+    files.post([files.write("a.txt", b"a")])
+    old = ResourcePackage.objects.get()
+    files.post([files.write("a.txt", b"a2", change="updated")])
+    new = ResourcePackage.objects.get()
+    assert new.storage_name != old.storage_name
+    storage = document_storage()
+    (Path(storage.location) / "acme/files/.package-killed.partial").write_bytes(b"PK")
+
+    removed = remove_unreferenced(now=timezone.now() + timedelta(hours=1))
+
+    assert {old.storage_name, old.manifest_name, "acme/files/.package-killed.partial"} <= set(
+        removed
+    )
+    current = [new.storage_name, new.manifest_name, new.manifest_name + ".gz"]
+    assert all(storage.exists(name) for name in current)
+    for package in ChangePackage.objects.all():
+        assert storage.exists(package.storage_name) and storage.exists(package.manifest_name)
