@@ -88,3 +88,25 @@ def test_a_duplicate_is_djangos_integrity_error_and_leaves_nothing():
         )
 
     assert list(Change.objects.values_list("event_id", flat=True)) == ["same"]
+
+
+@pytest.mark.parametrize(
+    "lastmod",
+    [
+        ELSEWHERE,
+        NOW,
+        datetime(99, 1, 2, 3, 4, 5, 6, tzinfo=UTC),
+        datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC),
+    ],
+)
+def test_the_database_generator_reads_lastmod_back_in_utc(lastmod):
+    from sources.generators.database import DatabaseGenerator
+
+    resource_set = make_set()
+    BulkWriter(Resource, ResourceRow).insert(
+        [resource_row(resource_set.pk, 1, lastmod=lastmod, ln=[])]
+    )
+
+    (record,) = DatabaseGenerator().iter_resources(resource_set)
+
+    assert record.lastmod == lastmod and record.lastmod.tzinfo is UTC
