@@ -7,7 +7,7 @@
 #                eager Celery: no other service needed); HOST=0.0.0.0 PORT=8080
 #                serve elsewhere, PUBLIC_BASE_URL follows them unless set;
 #                DEMO_ARTICLES=2000 sizes the demo set. Installs requirements.txt only.
-#   make lint    ruff check and ruff format --check
+#   make lint    ruff check, ruff format --check and mypy (all app code)
 #   make bench   the benchmarks at full size (bench/README.md); bench-smoke: small, for CI
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
@@ -83,6 +83,7 @@ run: install-run
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/mypy
 
 # Their own Elasticsearch, Redis and PostgreSQL ports, so a test suite can run
 # beside them; the database-dependent items run on each of BENCH_DATABASES.

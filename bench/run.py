@@ -86,6 +86,10 @@ def benchmarks() -> list[Benchmark]:
             per_database=True,
         ),
         Benchmark(
+            "notifications", "notifications.py", ["--samples", "20", "--subscribers", "100"],
+            ["--samples", "5", "--subscribers", "100"], services=True,
+        ),
+        Benchmark(
             "harvest", "harvest.py", ["--size", "100000", "--resync-size", "10000"],
             ["--size", "2000", "--resync-size", "500"],
         ),

@@ -16,10 +16,12 @@ it (or fails it, if the source lists none).
 from __future__ import annotations
 
 import datetime as dt
+from pathlib import PurePosixPath
 
 from harvester.dumps import download_packages, extract_members, read_manifest, work_directory
 from harvester.session import HarvestSession
 from harvester.transfer import download_resources
+from harvester.unlisted import listed_paths, remove_unlisted
 from harvester.walk import HarvestError, list_documents
 from sitemaps.protocol.constants import Capability
 
@@ -38,13 +40,18 @@ def run_baseline(session: HarvestSession, capabilities: dict[str, str]) -> dt.da
 def baseline_from_list(session: HarvestSession, url: str) -> dt.datetime | None:
     """Download every resource of the Resource List, part by part if it is an index."""
     snapshots: list[dt.datetime | None] = []
+    listed: set[PurePosixPath] = set()
     session.defer_changes = True
     try:
         for document in list_documents(session, url, Capability.RESOURCE_LIST):
             download_resources(session, document.entries)
             snapshots.append(document.at)
+            if session.config.delete_unlisted:
+                listed |= listed_paths(session, document.entries)
     finally:
         session.defer_changes = False
+    if session.config.delete_unlisted:
+        remove_unlisted(session, listed)
     return earliest(snapshots)
 
 
@@ -62,6 +69,9 @@ def baseline_from_dump(session: HarvestSession, url: str) -> dt.datetime | None:
         session.progress.start("extract", sum(len(m.entries) for _, m in manifests))
         for package, manifest in manifests:
             extract_members(session, package, manifest.entries)
+    if session.config.delete_unlisted:
+        listed = [entry for _, manifest in manifests for entry in manifest.entries]
+        remove_unlisted(session, listed_paths(session, listed))
     return earliest([document.at for document in documents])
 
 

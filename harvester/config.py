@@ -21,6 +21,11 @@ List, or a `source_url` from which the harvester discovers it::
     max_resource_bytes: 1073741824     # larger resources (and dump packages) fail, 1 GiB;
                                        # the only bound on one listed without a length
     use_dumps: true                    # prefer Resource/Change Dumps when advertised
+    callback_host: 0.0.0.0             # --follow: where the WebSub callback listens,
+    callback_port: 8765                #   on which port (0: any free one),
+    callback_url: https://me.example.org/hooks  # the address the hub calls (default:
+                                       #   http://callback_host:callback_port)
+    lease_seconds: 86400               #   and the lease asked for (renewed before its end)
     delete: true                       # remove local copies of deleted resources
     allowed_hosts: [example.org]       # where we may fetch from, redirects included:
         # `example.org`: it and its subdomains, http and https on their default ports;
@@ -66,6 +71,10 @@ _KNOWN_KEYS = frozenset(
         "use_dumps",
         "delete",
         "allowed_hosts",
+        "callback_host",
+        "callback_port",
+        "callback_url",
+        "lease_seconds",
     }
 )
 
@@ -101,6 +110,14 @@ class HarvestConfig:
     use_dumps: bool = True
     delete: bool = True
     allowed_hosts: tuple[str, ...] = ()
+    #: --follow: where the WebSub callback listens (port 0: any free port), the URL the
+    #: hub is given for it (when it differs, e.g. behind a proxy), and the lease asked for.
+    callback_host: str = "127.0.0.1"
+    callback_port: int = 0
+    callback_url: str | None = None
+    lease_seconds: int = 86400
+    #: `harvest --delete`: a baseline also removes local files the source no longer lists.
+    delete_unlisted: bool = False
 
     def require_capability_list_url(self) -> str:
         """The Capability List's URL, which a `source_url` only gives after discovery."""
@@ -156,6 +173,12 @@ def config_from_mapping(data: dict[str, Any], *, base_dir: Path) -> HarvestConfi
         use_dumps=_boolean(data, "use_dumps", True),
         delete=_boolean(data, "delete", True),
         allowed_hosts=_allowed_hosts(data, url),
+        callback_host=_required_string(data, "callback_host")
+        if "callback_host" in data
+        else "127.0.0.1",
+        callback_port=_integer(data, "callback_port", 0, minimum=0, maximum=65535),
+        callback_url=_required_url(data, "callback_url") if "callback_url" in data else None,
+        lease_seconds=_integer(data, "lease_seconds", 86400, minimum=300, maximum=2678400),
     )
 
 

@@ -6,7 +6,13 @@ import datetime as dt
 import time
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from journal.models import Run
+
+#: Failures and deferred resources kept in the journal's copy of a report.
+JOURNAL_LISTED = 20
 
 
 class Action(StrEnum):
@@ -180,6 +186,24 @@ class SyncReport:
                 "changed": [{"uri": d.uri, "reason": d.reason} for d in self.audit.changed],
             }
         return result
+
+
+def report_to_journal(report: SyncReport, run: Run) -> None:
+    """Counts, a short report, and failed when anything failed or an audit differs."""
+    run.count(
+        events=report.downloaded + report.deleted, resources=report.downloaded, bytes=report.bytes
+    )
+    detail = report.as_dict()
+    for listed in ("failures", "deferred"):
+        detail[listed] = detail[listed][:JOURNAL_LISTED]
+    detail.pop("sets", None)
+    run.detail = detail
+    if report.failures:
+        run.fail(
+            f"{report.failed} failed, e.g. {report.failures[0].uri}: {report.failures[0].reason}"
+        )
+    elif not report.ok:
+        run.fail("the destination differs from the source")
 
 
 class Progress(Protocol):

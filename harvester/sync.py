@@ -31,11 +31,13 @@ from harvester.client import HarvestClient
 from harvester.config import HarvestConfig
 from harvester.discovery import discover_capability_lists
 from harvester.incremental import run_incremental
-from harvester.report import NoProgress, Progress, SyncReport
+from harvester.report import NoProgress, Progress, SyncReport, report_to_journal
 from harvester.session import HarvestSession
 from harvester.sets import failed_set, merge_reports, set_folders
 from harvester.state import STATE_FILE, StateError, SyncState, destination_lock, load_state
 from harvester.walk import HarvestError, read_capabilities
+from journal.models import RunKind
+from journal.recording import record_run
 
 
 class Mode(StrEnum):
@@ -60,8 +62,33 @@ def run_harvest(
 
     Without a mode, each set gets its default (see `default_mode`). Raises
     HarvestError/StateError when it cannot run (for several sets: when none
-    can be found; one set failing is a failure in the report).
+    can be found; one set failing is a failure in the report). The run is
+    recorded in the journal under the URL given.
     """
+    with record_run(kind=RunKind.HARVEST, target=config.source_url) as journal:
+        report = _run_harvest(
+            config,
+            mode,
+            range_from=range_from,
+            range_until=range_until,
+            dry_run=dry_run,
+            progress=progress,
+            now=now,
+        )
+        report_to_journal(report, journal)
+    return report
+
+
+def _run_harvest(
+    config: HarvestConfig,
+    mode: Mode | str | None,
+    *,
+    range_from: dt.datetime | None,
+    range_until: dt.datetime | None,
+    dry_run: bool,
+    progress: Progress | None,
+    now: dt.datetime | None,
+) -> SyncReport:
     harvest_set = partial(
         run_set,
         mode=mode,
@@ -108,43 +135,68 @@ def run_set(
         raise HarvestError("a time range applies to incremental runs only")
     report = SyncReport(mode=mode.value, dry_run=dry_run)
     writes = not dry_run and mode is not Mode.AUDIT
-    if writes:
-        config.destination.mkdir(parents=True, exist_ok=True)
-    lock: AbstractContextManager[None] = (
-        destination_lock(config.destination) if writes else nullcontext()
-    )
-    with lock, HarvestClient(config) as client:
-        state = current_state(config)
+    with HarvestClient(config) as client:
         session = HarvestSession(
             config=config,
             client=client,
-            state=state,
+            state=current_state(config),
             report=report,
             progress=progress or NoProgress(),
             dry_run=dry_run,
         )
-        sync_point: dt.datetime | None = None
-        try:
-            capabilities = read_capabilities(session)
-            if mode is Mode.BASELINE:
-                sync_point = run_baseline(session, capabilities) or now
-            elif mode is Mode.INCREMENTAL:
-                start, end = incremental_range(state, range_from, range_until, now)
-                report.range_from, report.range_until = start, end
-                applied_until = run_incremental(session, capabilities, start, end)
-                if applied_until is not None:
-                    sync_point = next_sync_point(session, start, applied_until)
-            else:
-                run_audit(session, capabilities)
-        finally:
-            report.finished = time.monotonic()
-            if writes:
-                if sync_point is not None and not report.failures:
-                    state.synced_until = report.sync_point = sync_point
-                state.last_mode = mode.value
-                state.last_run_at = now
-                session.checkpoint(force=True)
+        # The first request, before anything is made: a wrong URL leaves no folder behind.
+        capabilities = read_capabilities(session)
+        if writes:
+            config.destination.mkdir(parents=True, exist_ok=True)
+        lock: AbstractContextManager[None] = (
+            destination_lock(config.destination) if writes else nullcontext()
+        )
+        with lock:
+            session.state = current_state(config)  # as it is now that we hold the lock
+            sync_point: dt.datetime | None = None
+            try:
+                sync_point = run_mode(session, mode, capabilities, (range_from, range_until), now)
+            finally:
+                finish(session, mode, sync_point, now, writes=writes)
     return report
+
+
+def run_mode(
+    session: HarvestSession,
+    mode: Mode,
+    capabilities: dict[str, str],
+    time_range: tuple[dt.datetime | None, dt.datetime | None],
+    now: dt.datetime,
+) -> dt.datetime | None:
+    """Run the mode over the capabilities read; return the sync point it reached, if any."""
+    if mode is Mode.BASELINE:
+        return run_baseline(session, capabilities) or now
+    if mode is Mode.INCREMENTAL:
+        start, end = incremental_range(session.state, *time_range, now)
+        session.report.range_from, session.report.range_until = start, end
+        applied_until = run_incremental(session, capabilities, start, end)
+        return None if applied_until is None else next_sync_point(session, start, applied_until)
+    run_audit(session, capabilities)
+    return None
+
+
+def finish(
+    session: HarvestSession,
+    mode: Mode,
+    sync_point: dt.datetime | None,
+    now: dt.datetime,
+    *,
+    writes: bool,
+) -> None:
+    """Close the report; save the state, moving the sync point only after a clean run."""
+    report, state = session.report, session.state
+    report.finished = time.monotonic()
+    if writes:
+        if sync_point is not None and not report.failures:
+            state.synced_until = report.sync_point = sync_point
+        state.last_mode = mode.value
+        state.last_run_at = now
+        session.checkpoint(force=True)
 
 
 def current_state(config: HarvestConfig) -> SyncState:

@@ -15,6 +15,14 @@ class HarvestError(Exception):
     """The run cannot go on: the source's documents are unreachable or unusable."""
 
 
+class WrongCapability(ResourceSyncParseError):
+    """A document is another capability than the one the harvester went for."""
+
+    def __init__(self, url: str, found: str, expected: str) -> None:
+        super().__init__(f"{url} is a {found}, expected {expected}")
+        self.found = found
+
+
 def fetch_document(
     session: HarvestSession, url: str, capability: str, *, listed: ParsedEntry | None = None
 ) -> Document:
@@ -31,7 +39,7 @@ def fetch_document(
             raise ResourceSyncParseError(f"{url} differs from its index entry: {error}") from error
     document = parse_document(data, max_bytes=session.config.max_document_bytes)
     if document.capability != capability:
-        raise ResourceSyncParseError(f"{url} is a {document.capability}, expected {capability}")
+        raise WrongCapability(url, document.capability, capability)
     return document
 
 
@@ -40,6 +48,14 @@ def read_capabilities(session: HarvestSession) -> dict[str, str]:
     url = session.config.require_capability_list_url()
     try:
         document = fetch_document(session, url, Capability.CAPABILITY_LIST)
+    except WrongCapability as error:
+        if error.found == Capability.DESCRIPTION:
+            raise HarvestError(
+                f"{url} is a Source Description, not a Capability List: give it as "
+                "`source_url:` in the config (instead of `capability_list_url:`) to harvest "
+                "every set it lists, each into its own folder, or the one named by `set:`"
+            ) from error
+        raise HarvestError(f"cannot read the Capability List: {error}") from error
     except (FetchError, ResourceSyncParseError) as error:
         raise HarvestError(f"cannot read the Capability List: {error}") from error
     if document.is_index:

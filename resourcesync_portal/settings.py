@@ -48,7 +48,8 @@ CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS")
 PUBLIC_BASE_URL = os.environ.get("PUBLIC_BASE_URL", "http://127.0.0.1:8000").rstrip("/")
 
 INSTALLED_APPS = [
-    "django.contrib.admin",
+    # The admin with the dashboard as its index (dashboard/sites.py).
+    "dashboard.apps.PortalAdminConfig",
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
@@ -60,7 +61,10 @@ INSTALLED_APPS = [
     "django_elasticsearch_dsl",
     "sources",
     "sitemaps",
+    "notifications",
     "harvester",
+    "journal",
+    "dashboard",
 ]
 
 MIDDLEWARE = [
@@ -140,6 +144,8 @@ LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True
+# Times to the second everywhere (the admin's lists too): resourcesync_portal/formats/.
+FORMAT_MODULE_PATH = ["resourcesync_portal.formats"]
 
 STATIC_URL = "static/"
 STATIC_ROOT = DATA_DIR / "static"
@@ -235,6 +241,9 @@ RESOURCESYNC_PUBLISHED_DIR = os.environ.get(
     str(DATA_DIR / "published") if STORAGES["resourcesync"]["BACKEND"] == LOCAL_STORAGE else "",
 )
 
+# The journal of runs (journal/) keeps this many days; 0 keeps every run.
+RESOURCESYNC_JOURNAL_RETENTION_DAYS = int(os.environ.get("RESOURCESYNC_JOURNAL_RETENTION_DAYS", 90))
+
 # Dump packages (ZIP) close at this many bytes (a larger single resource gets a
 # package of its own) and at the set's entries per document (at most 50,000
 # bitstreams). "stored" writes bitstreams as they are (fastest to build, copy
@@ -248,6 +257,14 @@ RESOURCESYNC_DUMP_COMPRESSION = os.environ.get("RESOURCESYNC_DUMP_COMPRESSION", 
 # /files/<provider>/<set>/<path> (the demo uses it); off when a web server does.
 SERVE_RESOURCE_FILES = env_bool("SERVE_RESOURCE_FILES", True)
 
+# --- Change and framework notifications (WebSub) ------------------------------
+# Keys and defaults: notifications/conf.py. Without RESOURCESYNC_HUB_URL the
+# embedded hub at /resourcesync/hub serves the subscribers.
+RESOURCESYNC_NOTIFICATIONS = {
+    "HUB_URL": os.environ.get("RESOURCESYNC_HUB_URL", ""),
+    # e.g. "10.0.0.0/8" for subscribers on a private network; none by default (SSRF).
+    "ALLOWED_CALLBACK_NETWORKS": env_list("RESOURCESYNC_ALLOWED_CALLBACK_NETWORKS"),
+}
 # Sets whose resource_root_dir beat rescans (`manage.py scan`), as provider/set, comma-separated.
 RESOURCESYNC_SCAN_SETS = [
     path.strip() for path in os.environ.get("RESOURCESYNC_SCAN_SETS", "").split(",") if path.strip()
@@ -273,6 +290,10 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # Only the ways clients authenticate (a token, two headers), not the admin's
+    # session behind the browsable API, and not the schema endpoint itself.
+    "AUTHENTICATION_WHITELIST": ["sources.api.authentication.ApiTokenAuthentication"],
+    "SERVE_INCLUDE_SCHEMA": False,
     "TITLE": "ResourceSync portal API",
     "DESCRIPTION": "Ingestion of resource events from the harvester (DIT).",
     "VERSION": "1.0.0",
@@ -298,6 +319,18 @@ CELERY_BEAT_SCHEDULE = {
     "cleanup-documents": {
         "task": "sitemaps.tasks.cleanup_documents",
         "schedule": timedelta(minutes=5),
+    },
+    "resend-due-deliveries": {
+        "task": "notifications.tasks.resend_due_deliveries",
+        "schedule": timedelta(seconds=30),
+    },
+    "expire-subscriptions": {
+        "task": "notifications.tasks.expire_subscriptions",
+        "schedule": timedelta(minutes=10),
+    },
+    "prune-journal": {
+        "task": "journal.tasks.prune_journal",
+        "schedule": timedelta(hours=6),
     },
     "scan-folders": {
         "task": "sources.tasks.scan_folders",

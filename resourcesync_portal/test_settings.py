@@ -10,3 +10,8 @@ PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 STORAGES["resourcesync"]["OPTIONS"] = {"location": str(DATA_DIR / "test-documents")}  # noqa: F405
 # Each test gets its own published tree (tests/conftest.py); none by default.
 RESOURCESYNC_PUBLISHED_DIR = ""
+# The tests' subscribers listen on loopback, which the hub refuses by default.
+RESOURCESYNC_NOTIFICATIONS = {
+    **RESOURCESYNC_NOTIFICATIONS,  # noqa: F405
+    "ALLOWED_CALLBACK_NETWORKS": ["127.0.0.0/8"],
+}

@@ -39,15 +39,21 @@ release() {
     rm -f "$STATE/started"
 }
 
-# Programs the tests run themselves (nginx in front of a live portal); as root,
-# installed from Debian when missing.
+# Programs the tests run themselves (nginx in front of a live portal, Chromium
+# for the browser tests); as root, installed from Debian when missing.
 need_programs() {
-    command -v nginx >/dev/null || [[ -x /usr/sbin/nginx ]] && return 0
+    need_program nginx /usr/sbin/nginx tests/integration/test_front_server.py
+    need_program chromium /usr/bin/chromium tests/integration/test_browser.py
+}
+
+need_program() {
+    local package=$1 path=$2 test=$3
+    command -v "$package" >/dev/null || [[ -x $path ]] && return 0
     [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null || return 0
-    echo "installing nginx with apt-get (tests/integration/test_front_server.py)"
+    echo "installing $package with apt-get ($test)"
     export DEBIAN_FRONTEND=noninteractive
-    apt-get install -y -q --no-install-recommends nginx >/dev/null 2>&1 ||
-        { apt-get update -q >/dev/null && apt-get install -y -q --no-install-recommends nginx >/dev/null; }
+    apt-get install -y -q --no-install-recommends "$package" >/dev/null 2>&1 ||
+        { apt-get update -q >/dev/null && apt-get install -y -q --no-install-recommends "$package" >/dev/null; }
 }
 
 run() {

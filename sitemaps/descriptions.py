@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.db.models import Q, QuerySet
 
+from notifications import topics
 from sources.models import ApiToken, ResourceSet
 
 from . import change_list_archive, links
@@ -70,6 +71,7 @@ def capability_list(resource_set: ResourceSet) -> bytes:
     if capabilities.publish_change_list and change_list_archive.archive_written(resource_set):
         url = links.change_list_archive_url(resource_set)
         entries.append(CapabilityEntry(Capability.CHANGE_LIST_ARCHIVE, url))
+    entries += topics.capability_entries(resource_set)
     return build_capability_list(entries, source_description_url=links.source_description_url())
 
 

@@ -27,6 +27,8 @@ from django.db import connections, transaction
 from django.db.models import Min
 from django.utils import timezone
 
+from journal.models import Run, RunKind
+from journal.recording import record_run
 from sitemaps.protocol.records import ResourceRecord
 from sources.generators import BaseGenerator, get_generator
 from sources.models import Change, ResourceSet
@@ -52,6 +54,7 @@ from .protocol.builders import (
     build_resource_list,
     build_resource_list_index,
 )
+from .signals import documents_changed
 from .storage import delete_document, save_document
 
 logger = logging.getLogger(__name__)
@@ -66,6 +69,7 @@ class RegenerationReport:
     indexes_written: list[str] = field(default_factory=list)
     through_change_id: int = 0
     seconds: float = 0.0
+    bytes_written: int = 0
     dumps: DumpReport | None = None
 
     @property
@@ -76,7 +80,26 @@ class RegenerationReport:
             + len(self.indexes_written)
         )
 
+    def to_journal(self, run: Run, *, full: bool) -> None:
+        """What the journal keeps of the run: documents, dump packages, bytes."""
+        dumps = self.dumps or DumpReport()
+        run.count(
+            pages=self.pages_written,
+            packages=len(dumps.packages_written),
+            bytes=self.bytes_written + dumps.bytes_written,
+        )
+        run.detail = {
+            "full": full,
+            "resource_list_pages": self.resource_pages_written,
+            "change_lists": self.change_pages_written,
+            "indexes": self.indexes_written,
+            "through_change_id": self.through_change_id,
+            "dumps": str(dumps) if self.dumps else "",
+        }
+
     def __str__(self) -> str:
+        if not self.pages_written and not (self.dumps and self.dumps.packages_written):
+            return "nothing to rewrite: every document was up to date"
         return (
             f"rewrote {len(self.resource_pages_written)} resource list page(s), "
             f"{len(self.change_pages_written)} change list page(s) and "
@@ -110,14 +133,16 @@ def regenerate(resource_set: ResourceSet, *, full: bool = False) -> Regeneration
     held = lease.acquire(resource_set, now)
     if held is None:
         return None
-    try:
-        with lease.heartbeat(held) as beating:
-            report = RegenerationRun(
-                resource_set, held, full=full, now=now, heartbeat=beating
-            ).run()
-    except BaseException as error:  # interrupted too (Ctrl-C, a time limit): let go at once
-        held.release(last_error=f"{type(error).__name__}: {error}")
-        raise
+    with record_run(kind=RunKind.REGENERATION, resource_set=resource_set) as journal:
+        try:
+            with lease.heartbeat(held) as beating:
+                report = RegenerationRun(
+                    resource_set, held, full=full, now=now, heartbeat=beating
+                ).run()
+        except BaseException as error:  # interrupted too (Ctrl-C, a time limit): let go at once
+            held.release(last_error=f"{type(error).__name__}: {error}")
+            raise
+        report.to_journal(journal, full=full)
     report.seconds = time.monotonic() - started
     held.release(
         through_change_id=report.through_change_id,
@@ -127,7 +152,18 @@ def regenerate(resource_set: ResourceSet, *, full: bool = False) -> Regeneration
         last_error="",
     )
     logger.info("Regenerated %s: %s", resource_set, report)
+    announce_documents(resource_set, report)
     return report
+
+
+def announce_documents(resource_set: ResourceSet, report: RegenerationReport) -> None:
+    """Send `documents_changed` after a run; log failing receivers."""
+    responses = documents_changed.send_robust(
+        sender=RegenerationRun, resource_set_id=resource_set.pk, report=report
+    )
+    for receiver, response in responses:
+        if isinstance(response, Exception):
+            logger.error("%s failed after regenerating %s: %r", receiver, resource_set, response)
 
 
 @dataclass(frozen=True)
@@ -225,9 +261,13 @@ class RegenerationRun:
             id__lte=self.watermark,
         )
 
-    def progress(self, done: int, total: int) -> None:
-        """Show progress; it is also a heartbeat, and stops a run that lost its lease."""
-        self.lease.beat(progress_done=done, progress_total=total)
+    def progress(self, *, remaining: int) -> None:
+        """Show progress over Change Lists and Resource List pages written so far and left.
+
+        It is also a heartbeat, and stops a run that lost its lease.
+        """
+        done = len(self.report.change_pages_written) + len(self.report.resource_pages_written)
+        self.lease.beat(progress_done=done, progress_total=done + remaining)
 
     @contextmanager
     def forking(self) -> Iterator[None]:
@@ -353,7 +393,6 @@ class RegenerationRun:
         """
         built_in_index = multi if multi is not None else len(pages) > 1
         queue = list(dirty)
-        done = 0
         with self.prebuilt(queue, built_in_index) as prebuilt:
             while queue:
                 page = queue.pop(0)
@@ -366,8 +405,7 @@ class RegenerationRun:
                     if stored is None:
                         continue
                 self.store_page(page, stored, in_index)
-                done += 1
-                self.progress(done, done + len(queue))
+                self.progress(remaining=len(queue))
         return pages
 
     def build_here(
@@ -497,15 +535,21 @@ class RegenerationRun:
         if self.now - open_page.since >= self.capabilities.changelist_rotation:
             pages.append(self.close(open_page, self.now))
             changed = True
-        for page in pages:
-            if page.final and not self.full:
-                continue
-            if page.until is None and not changed:
+        for position, page in enumerate(pages):  # it grows when a full open list closes
+            if not self.change_page_due(page, changed):
                 continue
             self.write_change_page(page, pages)
+            later = pages[position + 1 :]
+            self.progress(remaining=sum(self.change_page_due(p, changed) for p in later))
         if changed or self.report.change_pages_written:
             kept, archives_url = change_list_archive.retain(self, pages)
             self.write_change_index(kept, archives_url=archives_url)
+
+    def change_page_due(self, page: ChangeListPage, changed: bool) -> bool:
+        """A final list only in a full run; the open one only when it has new changes."""
+        if page.final and not self.full:
+            return False
+        return page.until is not None or changed
 
     def first_change_list(self) -> ChangeListPage:
         """Open the first list under the set's lock and record its start, which
@@ -610,6 +654,7 @@ class RegenerationRun:
         """
         previous = document.storage_name
         document.storage_name, document.etag = name, etag
+        self.report.bytes_written += document.size
         document.save()
         publishing.publish(self.resource_set, document)
         if previous and previous != name:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django import forms
 from django.contrib import admin, messages
 from django.db import models
@@ -10,18 +12,34 @@ from django.http import HttpRequest
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
+from dashboard.forms import HumanDurationField
+from dashboard.set_page import ResourceSetPage, start_regeneration
+from dashboard.status import last_regeneration_text, regeneration_state, running_text
 from sitemaps.dumps.build import settings_problem
 from sitemaps.dumps.selectors import dump_status
-from sitemaps.models import RegenerationState
-from sitemaps.selectors import dirty_resource_pages, lease_is_dead, with_regeneration_status
-from sitemaps.tasks import regenerate_resource_set
+from sitemaps.selectors import with_regeneration_status
 
+from .generators import BaseGenerator, get_generator
 from .models import ApiToken, CapabilitySettings, Change, DataProvider, Resource, ResourceSet
+
+
+def annotated(obj: ResourceSet, name: str) -> int:
+    """A count `with_regeneration_status` annotated on the admin's queryset."""
+    return int(getattr(obj, name))
+
+
+def mirror_in_use() -> bool:
+    """Whether the generator keeps a copy to index into (Elasticsearch): only then is
+    a change's `indexed` news. Such a backend implements `index_pending`; the
+    database generator inherits the base class's no-op."""
+    return type(get_generator()).index_pending is not BaseGenerator.index_pending
 
 
 class ResourceSetInline(admin.TabularInline):
     model = ResourceSet
-    fields = ("slug", "name", "url_prefix", "protected")
+    fields = ("name", "slug", "url_prefix", "protected")
+    prepopulated_fields = {"slug": ("name",)}
+    formfield_overrides = {models.URLField: {"assume_scheme": "https"}}
     extra = 0
     show_change_link = True
 
@@ -63,10 +81,12 @@ class CapabilitySettingsInline(admin.StackedInline):
     can_delete = False
     min_num = 1
     max_num = 1
+    formfield_overrides = {models.DurationField: {"form_class": HumanDurationField}}
 
 
 @admin.register(ResourceSet)
-class ResourceSetAdmin(admin.ModelAdmin):
+class ResourceSetAdmin(ResourceSetPage, admin.ModelAdmin):
+    change_form_template = "admin/sources/resourceset/change_form.html"  # the set page
     list_display = (
         "__str__",
         "name",
@@ -78,7 +98,8 @@ class ResourceSetAdmin(admin.ModelAdmin):
     )
     list_filter = ("provider", "protected")
     search_fields = ("slug", "name", "provider__slug")
-    readonly_fields = ("changed_at", "accepts_changes_since", "documents", "dumps")
+    readonly_fields = ("changed_at", "accepts_changes_since", "dumps")
+    prepopulated_fields = {"slug": ("name",)}
     inlines = [CapabilitySettingsInline]
     formfield_overrides = {models.URLField: {"assume_scheme": "https"}}
     actions = ["regenerate_now", "regenerate_all_pages"]
@@ -88,52 +109,25 @@ class ResourceSetAdmin(admin.ModelAdmin):
         queryset = super().get_queryset(request).select_related("provider", "regeneration_state")
         return with_regeneration_status(queryset)
 
-    def _state(self, obj: ResourceSet) -> RegenerationState | None:
-        try:
-            return obj.regeneration_state
-        except RegenerationState.DoesNotExist:
-            return None
-
     @admin.display(description="pages")
     def pages(self, obj: ResourceSet) -> str:
-        return f"{obj.resource_pages} resource list, {obj.change_pages} change list"
+        resource, change = annotated(obj, "resource_pages"), annotated(obj, "change_pages")
+        return f"{resource} resource list, {change} change list"
 
     @admin.display(description="dirty pages")
     def dirty(self, obj: ResourceSet) -> str:
-        return f"{obj.dirty_pages} ({obj.pending} pending changes)"
+        return f"{annotated(obj, 'dirty_pages')} ({annotated(obj, 'pending')} pending changes)"
 
     @admin.display(description="last regeneration")
     def last_regeneration(self, obj: ResourceSet) -> str:
-        state = self._state(obj)
-        if state is None or state.regenerated_at is None:
-            return "never"
-        error = f" — failed: {state.last_error}" if state.last_error else ""
-        return f"{state.regenerated_at:%Y-%m-%d %H:%M:%S} ({state.pages_written} pages){error}"
+        return last_regeneration_text(regeneration_state(obj))
 
     @admin.display(description="progress")
     def progress(self, obj: ResourceSet) -> str:
-        state = self._state(obj)
+        state = regeneration_state(obj)
         if state is None or state.running_since is None:
             return "idle"
-        if lease_is_dead(state, timezone.now()):
-            holder = state.holder or "unknown run"
-            return f"stopped without finishing ({holder}); the next run takes over"
-        return f"running: {state.progress_done}/{state.progress_total} pages ({state.holder})"
-
-    @admin.display(description="documents")
-    def documents(self, obj: ResourceSet) -> str:
-        if obj.pk is None:
-            return "-"
-        url = f"/resourcesync/{obj.path}/capabilitylist.xml"
-        return format_html(
-            '<a href="{}">{}</a><br>{}; dirty resource list pages: {}<br>{}<br>{}',
-            url,
-            url,
-            self.pages(obj),
-            ", ".join(map(str, dirty_resource_pages(obj))) or "none",
-            self.last_regeneration(obj),
-            self.progress(obj),
-        )
+        return running_text(state, timezone.now())[1]
 
     @admin.display(description="dumps")
     def dumps(self, obj: ResourceSet) -> str:
@@ -178,14 +172,14 @@ class ResourceSetAdmin(admin.ModelAdmin):
     @admin.action(description="Regenerate now (changed pages)")
     def regenerate_now(self, request: HttpRequest, queryset: QuerySet[ResourceSet]) -> None:
         for resource_set in queryset:
-            regenerate_resource_set.delay(resource_set.pk)
-        self.message_user(request, f"Regeneration queued for {queryset.count()} set(s).")
+            level, message = start_regeneration(resource_set)
+            self.message_user(request, message, level=level)
 
     @admin.action(description="Regenerate every page")
     def regenerate_all_pages(self, request: HttpRequest, queryset: QuerySet[ResourceSet]) -> None:
         for resource_set in queryset:
-            regenerate_resource_set.delay(resource_set.pk, full=True)
-        self.message_user(request, f"Full regeneration queued for {queryset.count()} set(s).")
+            level, message = start_regeneration(resource_set, full=True)
+            self.message_user(request, message, level=level)
 
 
 @admin.register(ApiToken)
@@ -236,8 +230,23 @@ class ResourceAdmin(ReadOnlyAdmin):
 @admin.register(Change)
 class ChangeAdmin(ReadOnlyAdmin):
     list_display = ("datetime", "change", "uri", "resource_set", "indexed")
-    list_filter = ("change", "resource_set", "indexed", ("datetime", admin.DateFieldListFilter))
+    list_filter = (
+        "change",
+        "resource_set",
+        "indexed",
+        ("datetime", admin.DateFieldListFilter),
+        ("timestamp", admin.DateFieldListFilter),
+    )
     search_fields = ("uri", "location_value", "event_id")
     date_hierarchy = "datetime"
     ordering = ("-id",)
     list_select_related = ("resource_set__provider",)
+
+    def get_list_display(self, request: HttpRequest) -> Any:
+        """Without Elasticsearch, nothing is ever "indexed": no column saying so."""
+        shown = super().get_list_display(request)
+        return shown if mirror_in_use() else tuple(f for f in shown if f != "indexed")
+
+    def get_list_filter(self, request: HttpRequest) -> Any:
+        shown = super().get_list_filter(request)
+        return shown if mirror_in_use() else tuple(f for f in shown if f != "indexed")

@@ -155,7 +155,9 @@ class Resource(models.Model):
     )
     location_type = models.CharField(max_length=10, choices=LocationType.choices)
     location_value = models.TextField()
-    uri = models.CharField(max_length=MAX_URI_LENGTH, help_text="The resolved `<loc>`.")
+    uri = models.CharField(
+        max_length=MAX_URI_LENGTH, help_text="The resolved URL: the entry's loc in the documents."
+    )
     length = models.BigIntegerField()
     md5 = models.CharField(max_length=32)
     sha256 = models.CharField(max_length=64, blank=True)
@@ -206,6 +208,8 @@ class Change(models.Model):
             models.Index(
                 fields=["indexed", "id"], name="change_unindexed", condition=Q(indexed=False)
             ),
+            # The dashboard counts changes by day of receipt from this index alone.
+            models.Index(fields=["timestamp", "resource_set", "change"], name="change_received"),
         ]
         constraints = [
             models.UniqueConstraint(

@@ -43,6 +43,11 @@ def resource_get(*, resource_set: ResourceSet, location: str) -> Resource | None
     )
 
 
+def resource_get_by_uri(*, resource_set: ResourceSet, uri: str) -> Resource | None:
+    """The resource whose resolved URI (its `<loc>`) is exactly `uri`."""
+    return Resource.objects.filter(resource_set=resource_set, uri=uri).first()
+
+
 @dataclass(frozen=True, slots=True)
 class ChangePage:
     """Changes in (datetime, id) order; `after` is the key to continue from, if more exist."""

@@ -99,8 +99,7 @@ class DumpJob:
 
     def progress(self) -> None:
         """A heartbeat between packages (it also stops a run that lost its lease)."""
-        done = len(self.report.packages_written)
-        self.run.progress(done, done)
+        self.run.progress(remaining=0)
 
     def write(
         self,

@@ -705,3 +705,42 @@ def build_change_notification(
         _links(("up", capability_list_url)),
     )
     return _single_page(header, writer.end(), map(render, changes), "a change notification")
+
+
+@dataclass(frozen=True, slots=True)
+class FrameworkChange:
+    """A capability document created, updated or deleted; `index_url` if it sits under one."""
+
+    loc: str
+    capability: str
+    change: str
+    datetime: datetime
+    index_url: str | None = None
+
+
+def build_framework_notification(
+    changes: Iterable[FrameworkChange], *, up_url: str | None = None
+) -> bytes:
+    """A framework notification payload: `change` and `capability` on every entry.
+
+    Never about an index (spec §10): an index's parts are announced with
+    `rs:ln rel="index"` instead, so an index capability here is a caller's bug.
+    """
+    entries = []
+    for item in changes:
+        if item.change not in _CHANGES:
+            raise ValueError(f"change must be created, updated or deleted, not {item.change!r}")
+        if not item.capability:
+            raise ValueError(f"capability missing for {item.loc}")
+        md = {
+            "capability": item.capability,
+            "change": item.change,
+            "datetime": w3c_datetime(item.datetime),
+        }
+        entries.append(Entry(item.loc, md=md, links=_links(("index", item.index_url))))
+    return render_document(
+        "urlset",
+        {"capability": Capability.FRAMEWORK_NOTIFICATION},
+        _links(("up", up_url)),
+        entries,
+    )

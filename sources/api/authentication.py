@@ -18,7 +18,7 @@ from rest_framework import authentication, exceptions
 from rest_framework.request import Request
 
 from sources.models import ApiToken
-from sources.tokens import CHALLENGE, EXPECTED_HEADER, NotAuthenticated, request_token
+from sources.tokens import CHALLENGE, NotAuthenticated, request_token
 
 logger = logging.getLogger(__name__)
 #: `last_used_at` is a hint for operators, not an audit log: one write a minute is enough.
@@ -64,16 +64,42 @@ def token_touch(*, token: ApiToken) -> None:
     token.last_used_at = now
 
 
+class StaffSessionAuthentication(authentication.SessionAuthentication):
+    """Staff logged in to the admin reach what a staff token reaches: the browsable API.
+
+    The request's `auth` is then an unsaved staff ApiToken (never stored, never
+    throttled); CSRF is checked on writes as for any session. Not in the OpenAPI
+    schema (SPECTACULAR_SETTINGS["AUTHENTICATION_WHITELIST"]): clients send a token.
+    """
+
+    def authenticate(self, request: Request) -> tuple[object, ApiToken] | None:
+        found = super().authenticate(request)
+        if found is None or not found[0].is_staff:
+            return None
+        return found[0], ApiToken(user=found[0], name="admin session")
+
+
 class ApiTokenScheme(OpenApiAuthenticationExtension):
-    """Describes the token header in the OpenAPI schema."""
+    """The two ways to send a key, as Swagger's "Authorize" offers them: either will do."""
 
     target_class = ApiTokenAuthentication
-    name = "ApiToken"
+    name = ["BearerToken", "ApiToken"]
 
-    def get_security_definition(self, auto_schema: object) -> dict[str, str]:
-        return {
-            "type": "apiKey",
-            "in": "header",
-            "name": "Authorization",
-            "description": f"{EXPECTED_HEADER}, a key from `manage.py create_api_token`.",
-        }
+    def get_security_requirement(self, auto_schema: object) -> list[dict[str, list[str]]]:
+        return [{"BearerToken": []}, {"ApiToken": []}]
+
+    def get_security_definition(self, auto_schema: object) -> list[dict[str, str]]:
+        source = "a key from `manage.py create_api_token` (or the admin's API tokens)"
+        return [
+            {
+                "type": "http",
+                "scheme": "bearer",
+                "description": f"`Authorization: Bearer <key>`: paste {source}.",
+            },
+            {
+                "type": "apiKey",
+                "in": "header",
+                "name": "Authorization",
+                "description": f"`Authorization: Token <key>`: type `Token `, then {source}.",
+            },
+        ]

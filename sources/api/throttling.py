@@ -31,8 +31,8 @@ class ApiTokenRateThrottle(SimpleRateThrottle):
         return api_settings.DEFAULT_THROTTLE_RATES.get(self.scope)
 
     def get_cache_key(self, request: Request, view: APIView) -> str | None:
-        if not isinstance(request.auth, ApiToken):
-            return None
+        if not isinstance(request.auth, ApiToken) or request.auth.pk is None:
+            return None  # no token, or staff in the browsable API
         return self.cache_format % {"scope": self.scope, "ident": request.auth.pk}
 
     def allow_request(self, request: Request, view: APIView) -> bool:

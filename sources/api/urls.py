@@ -5,6 +5,7 @@ from . import views
 app_name = "api"
 
 urlpatterns = [
+    path("", views.ApiRootApi.as_view(), name="root"),
     path("sets/", views.ResourceSetListApi.as_view(), name="sets"),
     path(
         "sets/<slug:provider_slug>/<slug:set_slug>/events",

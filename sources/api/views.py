@@ -6,6 +6,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from django.conf import settings
+from django.urls import reverse
 from drf_spectacular.utils import (
     OpenApiExample,
     OpenApiResponse,
@@ -13,8 +14,10 @@ from drf_spectacular.utils import (
     extend_schema,
 )
 from rest_framework import serializers
-from rest_framework.exceptions import NotFound
-from rest_framework.renderers import JSONRenderer
+from rest_framework.exceptions import NotAcceptable, NotFound
+from rest_framework.negotiation import DefaultContentNegotiation
+from rest_framework.permissions import AllowAny
+from rest_framework.renderers import BaseRenderer, BrowsableAPIRenderer, JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -23,12 +26,14 @@ from sources.models import ResourceSet
 from sources.selectors import (
     change_page,
     resource_get,
+    resource_get_by_uri,
     resource_set_get,
     resource_sets_visible_to,
 )
 from sources.services import ingest_events
+from sources.tokens import EXPECTED_HEADER
 
-from .authentication import ApiTokenAuthentication
+from .authentication import ApiTokenAuthentication, StaffSessionAuthentication
 from .exceptions import BodyError
 from .parsers import JSONEventsParser, NDJSONEventsParser, request_events
 from .permissions import CanReachResourceSet, HasApiToken
@@ -79,6 +84,28 @@ Semantics, applied in request order:
   link's `rel` must be printable.
 """
 
+
+def api_endpoints(request: Request) -> dict[str, str]:
+    """Absolute URLs of every endpoint; `{provider}` and `{set}` stand for a set's slugs."""
+
+    def url(name: str, *args: str) -> str:
+        return request.build_absolute_uri(reverse(name, args=args))
+
+    def per_set(name: str) -> str:
+        return url(f"api:{name}", "PROVIDER", "SET").replace("/PROVIDER/SET/", "/{provider}/{set}/")
+
+    return {
+        "sets": url("api:sets"),
+        "events": per_set("events"),
+        "resource": per_set("resource") + "?location={location} or ?uri={uri}",
+        "changes": per_set("changes"),
+        "schema": url("schema"),
+        "docs": url("api-docs"),
+        "redoc": url("api-redoc"),
+        "authentication": EXPECTED_HEADER,
+    }
+
+
 EVENT_BODY = PolymorphicProxySerializer(
     component_name="EventBody",
     serializers=[EventSerializer, EventSerializer(many=True)],
@@ -96,13 +123,48 @@ ERROR_RESPONSES = {
 }
 
 
-class ApiTokenView(APIView):
+class JsonWhateverAccepted(DefaultContentNegotiation):
+    """JSON when nothing the client accepts is on offer (a browser, not logged in as staff)."""
+
+    def select_renderer(
+        self, request: Request, renderers: list[BaseRenderer], format_suffix: str | None = None
+    ) -> tuple[BaseRenderer, str]:
+        try:
+            return super().select_renderer(request, renderers, format_suffix)
+        except NotAcceptable:
+            return renderers[0], renderers[0].media_type
+
+
+class JsonOrBrowsableView(APIView):
+    """JSON for clients; the browsable API as well for staff logged in to the admin."""
+
+    renderer_classes = [JSONRenderer, BrowsableAPIRenderer]
+    content_negotiation_class = JsonWhateverAccepted
+
+    def get_renderers(self) -> list[BaseRenderer]:
+        request = getattr(self.request, "_request", self.request)
+        user = getattr(request, "user", None)
+        if user is not None and user.is_active and user.is_staff:
+            return super().get_renderers()
+        return [JSONRenderer()]
+
+
+class ApiRootApi(JsonOrBrowsableView):
+    """`/api/v1/`: the endpoints, where the docs are, and how to authenticate."""
+
+    permission_classes = [AllowAny]
+
+    @extend_schema(exclude=True)
+    def get(self, request: Request) -> Response:
+        return Response(api_endpoints(request))
+
+
+class ApiTokenView(JsonOrBrowsableView):
     """Every API view: token authentication, per-token throttling, JSON answers."""
 
-    authentication_classes = [ApiTokenAuthentication]
+    authentication_classes = [ApiTokenAuthentication, StaffSessionAuthentication]
     permission_classes = [HasApiToken]
     throttle_classes = [ApiTokenRateThrottle]
-    renderer_classes = [JSONRenderer]
 
 
 class ResourceSetView(ApiTokenView):
@@ -179,12 +241,24 @@ class ResourceDetailApi(ResourceSetView):
 
     class FilterSerializer(serializers.Serializer):
         location = serializers.CharField(
-            help_text="The resolved URI, or the location value as posted."
+            required=False, help_text="The resolved URI, or the location value as posted."
         )
+        uri = serializers.CharField(
+            required=False, help_text="The resolved URI only (the `loc` in the documents)."
+        )
+
+        def validate(self, attrs: dict[str, str]) -> dict[str, str]:
+            if "location" in attrs and "uri" in attrs:
+                raise serializers.ValidationError({"uri": "Give location or uri, not both."})
+            if not attrs:
+                raise serializers.ValidationError(
+                    {"location": "Give location (a URI or a posted location value) or uri."}
+                )
+            return attrs
 
     @extend_schema(
         operation_id="resource_retrieve",
-        summary="The current state of one resource",
+        summary="The current state of one resource, by location or by URI",
         parameters=[FilterSerializer],
         responses={
             200: ResourceSerializer,
@@ -196,8 +270,11 @@ class ResourceDetailApi(ResourceSetView):
         resource_set = self.get_resource_set()
         filters = self.FilterSerializer(data=request.query_params)
         filters.is_valid(raise_exception=True)
-        location = filters.validated_data["location"]
-        resource = resource_get(resource_set=resource_set, location=location)
+        params = filters.validated_data
+        if "uri" in params:
+            resource = resource_get_by_uri(resource_set=resource_set, uri=params["uri"])
+        else:
+            resource = resource_get(resource_set=resource_set, location=params["location"])
         if resource is None:
             raise NotFound("No resource at this location.")
         return Response(ResourceSerializer(resource).data)

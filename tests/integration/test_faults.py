@@ -23,6 +23,7 @@ from lxml import etree
 from sitemaps import lease
 from sitemaps.models import RegenerationState, ResourceListPage
 from sitemaps.regeneration import regenerate
+from sources.models import Resource
 from sources.services import ingest_events
 
 from ..support import NS, assert_valid, created, event, make_set, store_documents_in
@@ -56,7 +57,13 @@ def names(*numbers: int) -> list[str]:
 
 
 def ranges() -> list[tuple[int, int | None]]:
-    return [(p.after_key, p.through_key) for p in ResourceListPage.objects.order_by("after_key")]
+    """Page key ranges, keys counted from the set's first resource (1, 2, …), so the
+    figures hold on PostgreSQL too, whose sequences no rollback resets."""
+    offset = Resource.objects.order_by("pk").values_list("pk", flat=True).first() - 1
+    return [
+        (p.after_key and p.after_key - offset, p.through_key and p.through_key - offset)
+        for p in ResourceListPage.objects.order_by("after_key")
+    ]
 
 
 # A crash inside a page split

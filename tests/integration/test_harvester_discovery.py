@@ -24,6 +24,9 @@ from harvester.config import HarvestConfig, config_from_mapping
 from harvester.sync import Mode, run_harvest
 from harvester.walk import HarvestError
 
+# Every harvest is recorded in the portal's journal.
+pytestmark = pytest.mark.django_db
+
 AT = "2024-01-01T00:00:00Z"
 HOME = b"<!DOCTYPE html><html><head><title>Data</title></head><body>Hello</body></html>"
 

@@ -37,6 +37,9 @@ from harvester.sync import Mode, run_harvest
 from harvester.tasks import harvest
 from harvester.walk import HarvestError
 
+# Every harvest is recorded in the portal's journal.
+pytestmark = pytest.mark.django_db
+
 AT = "2024-01-01T00:00:00Z"
 NOW = dt.datetime(2024, 1, 5, tzinfo=dt.UTC)
 

@@ -29,6 +29,9 @@ from harvester.state import load_state
 from harvester.sync import Mode, run_harvest
 from sitemaps.protocol.reader import Document, ParsedEntry, parse_document
 
+# Every harvest is recorded in the portal's journal.
+pytestmark = pytest.mark.django_db
+
 LAUNCHER = Path(__file__).with_name("resync_simulator.py")
 RESOURCES = 60
 EVENTS = 150

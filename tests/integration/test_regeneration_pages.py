@@ -8,6 +8,7 @@ from lxml import etree
 
 from sitemaps.models import ResourceListPage
 from sitemaps.regeneration import regenerate
+from sources.models import Resource
 from sources.services import ingest_events
 
 from ..support import NS, assert_valid, created, event, make_set, store_documents_in
@@ -83,11 +84,13 @@ def test_a_single_full_page_gaining_a_key_is_rewritten_as_part_of_the_index(clie
 def test_an_emptied_page_merges_into_the_next_one(client):
     resource_set = make_set(entries_per_document=3)
     created(resource_set, 7)
+    first_key = Resource.objects.order_by("pk").values_list("pk", flat=True).first()
     ingest_events(
         resource_set=resource_set,
         events=[event("deleted", f"r/{n:07d}") for n in (3, 4, 5)],
     )
     regenerate(resource_set)
+    offset = first_key - 1  # keys from 1, whatever the database's sequence gave
     ranges = [(p.after_key, p.through_key) for p in ResourceListPage.objects.order_by("after_key")]
-    assert ranges == [(0, 3), (3, None)]
+    assert ranges == [(0, 3 + offset), (3 + offset, None)]
     assert served_entries(client) == names(3) + names(7)[6:]

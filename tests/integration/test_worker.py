@@ -38,7 +38,7 @@ def test_admin_regenerate_now_runs_on_the_worker(celery_worker, shared_storage, 
         {"action": "regenerate_now", "_selected_action": [resource_set.pk]},
         follow=True,
     )
-    assert "Regeneration queued" in response.content.decode()
+    assert "Regeneration of acme/articles queued" in response.content.decode()
 
     deadline = time.monotonic() + 30
     while resource_list.get().entries == 0:

@@ -1,20 +1,27 @@
-"""`manage.py harvest CONFIG [--baseline|--incremental|--audit] [--from T] [--until T] [--dry-run]`.
+"""`manage.py harvest CONFIG [--baseline|--incremental|--audit] [--from T] [--until T]
+[--dry-run] [--delete] [--json]`.
 
 Without a mode flag the run is incremental once a baseline has succeeded,
 else a baseline. Exits non-zero when anything failed or an audit differs.
+Progress goes to stderr: one bar on a terminal, plain lines otherwise (cron);
+`-v 0` turns it off.
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime as dt
-import sys
-from typing import Any
+import json
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, TextIO, cast
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
-from tqdm import tqdm
 
-from harvester.config import ConfigError, load_config
+from harvester import config as harvester_config
+from harvester.config import ConfigError, HarvestConfig, load_config
+from harvester.follow import run_follow, single_set
+from harvester.progress import BarProgress, LineProgress, QuietProgress, progress_for
 from harvester.report import SyncReport
 from harvester.state import StateError
 from harvester.sync import Mode, run_harvest
@@ -30,8 +37,17 @@ class Command(BaseCommand):
     # Harvesting touches no models or URLs, and runs from cron on destination hosts.
     requires_system_checks: list[str] = []
 
+    def create_parser(self, prog_name: str, subcommand: str, **kwargs: Any) -> CommandParser:
+        """With the configuration keys under the options (`--help`)."""
+        parser = super().create_parser(prog_name, subcommand, **kwargs)
+        parser.formatter_class = argparse.RawDescriptionHelpFormatter
+        parser.epilog = config_help()
+        return parser
+
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("config", help="the harvester's YAML configuration file")
+        parser.add_argument(
+            "config", help="the harvester's YAML configuration file (see harvest.example.yaml)"
+        )
         modes = parser.add_mutually_exclusive_group()
         modes.add_argument(
             "--baseline",
@@ -54,6 +70,13 @@ class Command(BaseCommand):
             const=Mode.AUDIT,
             help="compare the destination with the Resource List; change nothing",
         )
+        modes.add_argument(
+            "--follow",
+            action="store_const",
+            dest="mode",
+            const="follow",
+            help="catch up, then apply change notifications as they arrive (WebSub) until Ctrl-C",
+        )
         parser.add_argument(
             "--from",
             dest="range_from",
@@ -71,26 +94,60 @@ class Command(BaseCommand):
         parser.add_argument(
             "--dry-run", action="store_true", help="report what would change; write nothing"
         )
+        parser.add_argument(
+            "--delete",
+            action="store_true",
+            help="as resync's --delete: a baseline also removes local files the source no "
+            "longer lists, and an incremental run removes the copies of deleted resources "
+            "even with `delete: false` in the config",
+        )
+        parser.add_argument(
+            "--json", action="store_true", help="print the report as JSON on stdout"
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         try:
             config = load_config(options["config"])
-            with TqdmProgress() as progress:
-                report = run_harvest(
-                    config,
-                    options["mode"],
-                    range_from=options["range_from"],
-                    range_until=options["range_until"],
-                    dry_run=options["dry_run"],
-                    progress=progress,
-                )
+            if options["delete"]:
+                config = replace(config, delete=True, delete_unlisted=True)
+            if options["mode"] == "follow":
+                report = self._follow(config, options)
+            else:
+                report = self._harvest(config, options)
         except (ConfigError, HarvestError, StateError, OSError) as error:
+            if options["json"]:
+                self.stdout.write(json.dumps({"ok": False, "error": str(error)}))
             raise CommandError(str(error)) from error
-        self._print(report)
+        if options["json"]:
+            self.stdout.write(json.dumps(report.as_dict(), indent=2))
+        else:
+            self._print(report)
         if report.failures:
             raise CommandError(f"{report.failed} failed; see the list above")
         if report.audit is not None and not report.audit.in_sync:
             raise CommandError("the destination differs from the source")
+
+    def _progress(self, options: dict[str, Any]) -> BarProgress | LineProgress | QuietProgress:
+        stream = cast(TextIO, self.stderr._out)  # the command's own stderr
+        return progress_for(stream, quiet=options["verbosity"] == 0)
+
+    def _harvest(self, config: HarvestConfig, options: dict[str, Any]) -> SyncReport:
+        with self._progress(options) as progress:
+            return run_harvest(
+                config,
+                options["mode"],
+                range_from=options["range_from"],
+                range_until=options["range_until"],
+                dry_run=options["dry_run"],
+                progress=progress,
+            )
+
+    def _follow(self, config: HarvestConfig, options: dict[str, Any]) -> SyncReport:
+        if options["range_from"] or options["range_until"] or options["dry_run"]:
+            raise CommandError("--follow takes no --from, --until or --dry-run")
+        config = single_set(config)
+        with self._progress(options) as progress:
+            return run_follow(config, notify=self.stdout.write, progress=progress)
 
     def _print(self, report: SyncReport) -> None:
         for warning in report.warnings:
@@ -109,34 +166,6 @@ class Command(BaseCommand):
         self.stdout.write(report.summary())
 
 
-class TqdmProgress:
-    """A tqdm bar per phase on stderr; silent when stderr is not a terminal."""
-
-    def __init__(self) -> None:
-        self._bar: tqdm[Any] | None = None
-
-    def __enter__(self) -> TqdmProgress:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self._close()
-
-    def start(self, label: str, total: int) -> None:
-        """Replace the bar with one for the new phase."""
-        self._close()
-        self._bar = tqdm(total=total, desc=label, unit="item", file=sys.stderr, disable=None)
-
-    def advance(self, count: int = 1) -> None:
-        """Move the bar on."""
-        if self._bar is not None:
-            self._bar.update(count)
-
-    def _close(self) -> None:
-        if self._bar is not None:
-            self._bar.close()
-            self._bar = None
-
-
 def _timestamp(value: str) -> dt.datetime:
     try:
         return parse_datetime(value)
@@ -149,3 +178,14 @@ def _write_capped(write: Any, lines: list[str]) -> None:
         write(line)
     if len(lines) > MAX_LISTED:
         write(f"... and {len(lines) - MAX_LISTED} more")
+
+
+def config_help() -> str:
+    """The configuration keys, as the config module documents them."""
+    doc = harvester_config.__doc__ or ""
+    keys = doc[doc.index("::") + 2 : doc.index("Unknown keys")].rstrip()
+    sample = Path(__file__).resolve().parents[3] / "harvest.example.yaml"
+    return (
+        f"configuration keys (a sample: {sample.name} in the repository):\n{keys}\n\n"
+        "Unknown keys are errors, so a typo never silently falls back to a default."
+    )

@@ -1,0 +1,155 @@
+"""Requests to subscribers' callbacks that cannot be turned against the portal's network.
+
+Only http(s); the host is resolved and every address it resolves to must be
+public (or in ALLOWED_CALLBACK_NETWORKS), checked again before every request;
+the request then goes to the checked address itself (Host header and TLS
+server name kept), so a DNS answer that changes in between changes nothing.
+Redirects are not followed and at most MAX_RESPONSE_BYTES of an answer are read.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import ipaddress
+import os
+import socket
+from dataclasses import dataclass
+from urllib.parse import urlencode, urlsplit, urlunsplit
+
+import httpx
+from django.core.cache import cache
+
+from .conf import notification_settings
+
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+class CallbackRefused(ValueError):
+    """The callback URL may not be called (scheme, credentials, or an address not allowed)."""
+
+
+@dataclass(frozen=True, slots=True)
+class CallbackResponse:
+    status: int
+    #: The start of the body, at most MAX_RESPONSE_BYTES.
+    body: bytes
+
+    @property
+    def ok(self) -> bool:
+        return 200 <= self.status < 300
+
+
+def address_allowed(address: IPAddress) -> bool:
+    """Public unicast addresses, or those of a network the settings allow."""
+    mapped = getattr(address, "ipv4_mapped", None)
+    if mapped is not None:
+        address = mapped
+    if any(address in network for network in notification_settings().allowed_networks):
+        return True
+    return address.is_global and not address.is_multicast
+
+
+def resolve_callback(url: str) -> tuple[str, int, list[str]]:
+    """Host, port and the addresses to connect to; CallbackRefused when any is not allowed."""
+    parts = urlsplit(url)
+    if parts.scheme not in DEFAULT_PORTS:
+        raise CallbackRefused("the callback must be an http or https URL")
+    if parts.username or parts.password:
+        raise CallbackRefused("the callback may not carry credentials")
+    host = parts.hostname
+    if not host:
+        raise CallbackRefused("the callback has no host")
+    try:
+        port = parts.port or DEFAULT_PORTS[parts.scheme]
+        found = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except (ValueError, OSError) as error:
+        raise CallbackRefused(f"the callback's host cannot be resolved: {error}") from error
+    addresses = list(dict.fromkeys(str(info[4][0]) for info in found))
+    for address in addresses:
+        if not address_allowed(ipaddress.ip_address(address.split("%")[0])):
+            raise CallbackRefused(
+                f"the callback's host resolves to {address}, a private, loopback, "
+                "link-local or reserved address"
+            )
+    return host, port, addresses
+
+
+def with_query(url: str, params: dict[str, str]) -> str:
+    """The URL with `params` added to any query it already has (WebSub §5.3)."""
+    parts = urlsplit(url)
+    query = "&".join(filter(None, [parts.query, urlencode(params)]))
+    return urlunsplit(parts._replace(query=query))
+
+
+def over_budget(scope: str, url: str, per_minute: int) -> bool:
+    """Count one request for this URL in `scope`; True once past `per_minute` this minute.
+
+    The counter lives in the shared cache, so every web and worker process counts together.
+    """
+    key = f"notifications:{scope}:" + hashlib.sha256(url.encode()).hexdigest()
+    cache.add(key, 0, timeout=60)
+    try:
+        count = cache.incr(key)
+    except ValueError:  # expired between add and incr
+        cache.set(key, 1, timeout=60)
+        count = 1
+    return count > per_minute
+
+
+_clients: dict[int, httpx.Client] = {}
+
+
+def shared_client() -> httpx.Client:
+    """One client per process (its TLS context costs tens of milliseconds to build);
+    after a fork the child builds its own."""
+    client = _clients.get(os.getpid())
+    if client is None:
+        limits = httpx.Limits(max_connections=64, max_keepalive_connections=32)
+        client = httpx.Client(follow_redirects=False, trust_env=False, limits=limits)
+        _clients.clear()
+        _clients[os.getpid()] = client
+    return client
+
+
+def send(
+    method: str, url: str, *, content: bytes = b"", headers: dict[str, str] | None = None
+) -> CallbackResponse:
+    """One request to a callback, pinned to an address checked just now."""
+    config = notification_settings()
+    host, port, addresses = resolve_callback(url)
+    parts = urlsplit(url)
+    address = addresses[0]
+    literal = f"[{address}]" if ":" in address else address
+    pinned = urlunsplit(parts._replace(netloc=f"{literal}:{port}"))
+    request_headers = {
+        "Host": parts.netloc,
+        "Accept-Encoding": "identity",
+        **(headers or {}),
+    }
+    extensions = {"sni_hostname": host} if parts.scheme == "https" else {}
+    client = shared_client()
+    request = client.build_request(
+        method,
+        pinned,
+        content=content,
+        headers=request_headers,
+        extensions=extensions,
+        timeout=config.CALLBACK_TIMEOUT,
+    )
+    response = client.send(request, stream=True)
+    try:
+        body = _read_bounded(response, config.MAX_RESPONSE_BYTES)
+    finally:
+        response.close()
+    return CallbackResponse(response.status_code, body)
+
+
+def _read_bounded(response: httpx.Response, limit: int) -> bytes:
+    """At most `limit` bytes of the body; the rest is never read."""
+    body = bytearray()
+    for chunk in response.iter_raw():
+        body += chunk
+        if len(body) >= limit:
+            break
+    return bytes(body[:limit])

@@ -1,0 +1,187 @@
+"""The embedded WebSub hub: subscription requests, verification of intent, leases.
+
+A request is checked at once (4xx naming the field), acknowledged with 202
+and verified afterwards: the hub GETs the callback with a challenge, and only
+a 2xx echo of it makes the subscription (or its end) real (WebSub §5.3).
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from collections.abc import Mapping
+from datetime import datetime, timedelta
+
+import httpx
+from django.db import transaction
+from django.utils import timezone
+
+from sources.models import ApiToken
+
+from . import callbacks
+from .conf import MAX_LEASE_SECONDS, MIN_LEASE_SECONDS, notification_settings
+from .models import Delivery, Subscription, SubscriptionRequest
+from .topics import UnknownTopic, parse_topic, topic_url
+
+logger = logging.getLogger(__name__)
+
+#: WebSub §5.1: hub.secret MUST be less than 200 bytes.
+MAX_SECRET_BYTES = 199
+MAX_CALLBACK_LENGTH = 2000
+
+
+class HubRequestError(Exception):
+    """A refused hub request: `field` names the form field at fault."""
+
+    def __init__(self, field: str, message: str, status_code: int = 400) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.status_code = status_code
+
+
+def _required(form: Mapping[str, str], field: str) -> str:
+    value = form.get(field, "").strip()
+    if not value:
+        raise HubRequestError(field, "is required")
+    return value
+
+
+def lease_from(form: Mapping[str, str]) -> int:
+    """The lease asked for, brought within 300 s-31 days; the default when none is asked."""
+    value = form.get("hub.lease_seconds", "").strip()
+    if not value:
+        return notification_settings().DEFAULT_LEASE_SECONDS
+    if not value.isdigit():
+        raise HubRequestError("hub.lease_seconds", "must be a whole number of seconds")
+    return min(max(int(value), MIN_LEASE_SECONDS), MAX_LEASE_SECONDS)
+
+
+def check_callback(callback: str) -> None:
+    if len(callback) > MAX_CALLBACK_LENGTH:
+        raise HubRequestError("hub.callback", f"is longer than {MAX_CALLBACK_LENGTH} characters")
+    try:
+        callbacks.resolve_callback(callback)
+    except callbacks.CallbackRefused as error:
+        raise HubRequestError("hub.callback", str(error)) from error
+
+
+def subscription_request(form: Mapping[str, str], token: ApiToken | None) -> SubscriptionRequest:
+    """Check a subscribe/unsubscribe form and record it for verification."""
+    mode = _required(form, "hub.mode")
+    if mode not in SubscriptionRequest.Mode.values:
+        raise HubRequestError("hub.mode", "must be subscribe or unsubscribe")
+    callback = _required(form, "hub.callback")
+    check_callback(callback)
+    topic = _required(form, "hub.topic")
+    try:
+        resource_set, kind = parse_topic(topic)
+    except UnknownTopic:
+        raise HubRequestError("hub.topic", "is not a topic of this hub") from None
+    if resource_set.protected and (token is None or not token.can_reach(resource_set)):
+        # The same answer as for an unknown topic: a protected topic is never revealed.
+        raise HubRequestError("hub.topic", "is not a topic of this hub")
+    secret = form.get("hub.secret", "")
+    if len(secret.encode()) > MAX_SECRET_BYTES:
+        raise HubRequestError("hub.secret", "must be less than 200 bytes")
+    config = notification_settings()
+    if callbacks.over_budget("hub-request", callback, config.HUB_REQUESTS_PER_MINUTE):
+        raise HubRequestError("hub.callback", "too many requests for this callback", 429)
+    return SubscriptionRequest.objects.create(
+        mode=mode,
+        resource_set=resource_set,
+        kind=kind,
+        callback=callback,
+        secret=secret,
+        lease_seconds=lease_from(form),
+    )
+
+
+def verify(request_id: int, *, now: datetime | None = None) -> bool:
+    """Ask the callback to confirm the request; apply it only if it echoes the challenge."""
+    request = (
+        SubscriptionRequest.objects.select_related("resource_set__provider")
+        .filter(pk=request_id)
+        .first()
+    )
+    if request is None:
+        return False  # verified already (a task run twice)
+    confirmed = challenge_answered(request)
+    now = now or timezone.now()
+    with transaction.atomic():
+        request.delete()
+        if not confirmed:
+            return False
+        if request.mode == SubscriptionRequest.Mode.SUBSCRIBE:
+            subscribe(request, now)
+        else:
+            unsubscribe(request)
+    return True
+
+
+def challenge_answered(request: SubscriptionRequest) -> bool:
+    """GET the callback with hub.challenge; True on a 2xx whose body is the challenge."""
+    challenge = secrets.token_urlsafe(32)
+    params = {
+        "hub.mode": request.mode,
+        "hub.topic": topic_url(request.resource_set, request.kind),
+        "hub.challenge": challenge,
+    }
+    if request.mode == SubscriptionRequest.Mode.SUBSCRIBE:
+        params["hub.lease_seconds"] = str(request.lease_seconds)
+    try:
+        response = callbacks.send("GET", callbacks.with_query(request.callback, params))
+    except (callbacks.CallbackRefused, httpx.HTTPError) as error:
+        logger.info("Intent to %s not verified at %s: %s", request.mode, request.callback, error)
+        return False
+    echoed = response.body.decode("utf-8", errors="replace").strip() == challenge
+    if not (response.ok and echoed):
+        logger.info(
+            "Intent to %s not verified at %s: HTTP %s%s",
+            request.mode,
+            request.callback,
+            response.status,
+            "" if echoed else ", challenge not echoed",
+        )
+    return response.ok and echoed
+
+
+def subscribe(request: SubscriptionRequest, now: datetime) -> Subscription:
+    """Create the subscription, or renew it (a new lease; failing ones start afresh)."""
+    subscription, _ = Subscription.objects.update_or_create(
+        resource_set=request.resource_set,
+        kind=request.kind,
+        callback=request.callback,
+        defaults={
+            "secret": request.secret,
+            "lease_seconds": request.lease_seconds,
+            "expires_at": now + timedelta(seconds=request.lease_seconds),
+            "state": Subscription.State.ACTIVE,
+            "renewed_at": now,
+            "failures": 0,
+            "last_error": "",
+        },
+    )
+    return subscription
+
+
+def unsubscribe(request: SubscriptionRequest) -> None:
+    end_subscriptions(
+        Subscription.objects.filter(
+            resource_set=request.resource_set, kind=request.kind, callback=request.callback
+        )
+    )
+
+
+def end_subscriptions(subscriptions) -> int:
+    """Delete subscriptions; what they still had to receive is cancelled, and kept in the log."""
+    Delivery.objects.filter(subscription__in=subscriptions, status=Delivery.Status.PENDING).update(
+        status=Delivery.Status.CANCELLED, claim=""
+    )
+    count, _ = subscriptions.delete()
+    return count
+
+
+def expire_leases(*, now: datetime | None = None) -> int:
+    """End every subscription whose lease has run out (a subscriber renews before that)."""
+    now = now or timezone.now()
+    return end_subscriptions(Subscription.objects.filter(expires_at__lte=now))

@@ -1,0 +1,68 @@
+"""The hub endpoint and the topic URLs: thin views over `hub` and `topics`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBase
+from django.utils.decorators import method_decorator
+from django.views import View
+from django.views.decorators.csrf import csrf_exempt
+
+from sitemaps.access import SetReadView, denied_response
+from sources.tokens import AccessDenied, request_token
+
+from . import hub, tasks
+from .conf import notification_settings
+from .models import Topic, TopicKind
+from .topics import link_header, publishes_notifications, topic_url
+
+
+def _text(message: str, status: int) -> HttpResponse:
+    return HttpResponse(message + "\n", status=status, content_type="text/plain")
+
+
+@method_decorator(csrf_exempt, name="dispatch")
+class HubView(View):
+    """WebSub subscribe/unsubscribe: 202, then verification of intent after the commit."""
+
+    http_method_names = ["post"]
+
+    def post(self, request: HttpRequest) -> HttpResponseBase:
+        if not notification_settings().embedded_hub:
+            raise Http404("This portal publishes through another hub.")
+        try:
+            pending = hub.subscription_request(request.POST, request_token(request))
+        except AccessDenied as error:
+            return denied_response(error)
+        except hub.HubRequestError as error:
+            return _text(str(error), error.status_code)
+        tasks.run_after_commit(tasks.verify_subscription, pending.pk)
+        return _text(f"Accepted: the hub will verify the intent to {pending.mode}.", 202)
+
+
+class TopicView(SetReadView):
+    """A topic: 200, application/xml, its self and hub links, and its newest payload."""
+
+    def get(self, request: HttpRequest, **kwargs: Any) -> HttpResponseBase:
+        resource_set = self.get_resource_set()
+        kind = TopicKind(self.kwargs["kind"])
+        if not publishes_notifications(resource_set):
+            raise Http404("This set publishes no notifications.")
+        payload = (
+            Topic.objects.filter(resource_set=resource_set, kind=kind)
+            .values_list("last_payload", flat=True)
+            .first()
+        )
+        body = bytes(payload or b"")
+        response = HttpResponse(
+            b"" if request.method == "HEAD" else body, content_type="application/xml"
+        )
+        response["Content-Length"] = str(len(body))
+        response["Link"] = link_header(topic_url(resource_set, kind))
+        response["Cache-Control"] = "no-cache"
+        return response
+
+
+hub_endpoint = HubView.as_view()
+topic = TopicView.as_view()

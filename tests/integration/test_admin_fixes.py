@@ -1,0 +1,120 @@
+"""What tripped people up in the admin: help text, durations, times, columns, slugs."""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from django.urls import reverse
+
+from sources.admin import mirror_in_use
+from sources.models import Change, DataProvider, Resource
+
+from ..support import ELASTICSEARCH_GENERATOR, created, make_set, store_documents_in
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def storage(settings, tmp_path):
+    store_documents_in(settings, tmp_path / "documents")
+
+
+def test_help_text_shows_no_html_the_admin_would_eat(admin_client):
+    created(make_set(), 1)
+    resource = Resource.objects.get()
+    html = admin_client.get(
+        reverse("admin:sources_resource_change", args=[resource.pk])
+    ).content.decode()
+    assert "The resolved URL: the entry&#x27;s loc in the documents." in html or (
+        "The resolved URL: the entry's loc in the documents." in html
+    )
+    assert "<loc>" not in html
+
+
+def capability_form(resource_set, rotation: str) -> dict[str, object]:
+    return {
+        "provider": resource_set.provider.pk,
+        "slug": resource_set.slug,
+        "name": resource_set.name,
+        "url_prefix": resource_set.url_prefix,
+        "capability_settings-TOTAL_FORMS": "1",
+        "capability_settings-INITIAL_FORMS": "1",
+        "capability_settings-MIN_NUM_FORMS": "1",
+        "capability_settings-MAX_NUM_FORMS": "1",
+        "capability_settings-0-id": resource_set.capability_settings.pk,
+        "capability_settings-0-resource_set": resource_set.pk,
+        "capability_settings-0-entries_per_document": "100",
+        "capability_settings-0-changelist_rotation": rotation,
+        "capability_settings-0-regenerate_after_changes": "10",
+        "capability_settings-0-regenerate_after_seconds": "5",
+    }
+
+
+@pytest.mark.parametrize(
+    ("typed", "saved"),
+    [
+        ("12 hours", timedelta(hours=12)),
+        ("1 day 6 hours", timedelta(days=1, hours=6)),
+        ("90 min", timedelta(minutes=90)),
+        ("1 00:00:00", timedelta(days=1)),  # what the form used to show is still read
+    ],
+)
+def test_the_rotation_period_reads_and_is_typed_as_people_write_it(admin_client, typed, saved):
+    resource_set = make_set()
+    url = reverse("admin:sources_resourceset_change", args=[resource_set.pk])
+    html = admin_client.get(url).content.decode()
+    assert 'name="capability_settings-0-changelist_rotation" value="1 day"' in html
+    assert admin_client.post(url, capability_form(resource_set, typed)).status_code == 302
+    resource_set.capability_settings.refresh_from_db()
+    assert resource_set.capability_settings.changelist_rotation == saved
+
+
+def test_an_unreadable_rotation_period_is_refused_with_an_example(admin_client):
+    resource_set = make_set()
+    url = reverse("admin:sources_resourceset_change", args=[resource_set.pk])
+    response = admin_client.post(url, capability_form(resource_set, "a fortnight"))
+    assert response.status_code == 200
+    assert "Enter a duration such as &quot;1 day&quot;" in response.content.decode()
+
+
+def test_lists_show_times_to_the_second(admin_client):
+    created(make_set(), 1)
+    Change.objects.update(datetime=datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC))
+    html = admin_client.get(reverse("admin:sources_change_changelist")).content.decode()
+    assert "2026-01-02 03:04:05" in html
+
+
+def column_headers(admin_client) -> list[str]:
+    html = admin_client.get(reverse("admin:sources_change_changelist")).content.decode()
+    return re.findall(r'<th scope="col" class="[^"]*column-(\w+)', html)
+
+
+def test_the_indexed_column_shows_only_when_a_mirror_is_in_use(admin_client, settings):
+    created(make_set(), 1)
+    assert not mirror_in_use()
+    assert "indexed" not in column_headers(admin_client)
+    settings.RESOURCESYNC_GENERATORS = {"default": {"BACKEND": ELASTICSEARCH_GENERATOR}}
+    assert mirror_in_use()
+    assert "indexed" in column_headers(admin_client)
+
+
+def prepopulated(html: str) -> list[dict[str, object]]:
+    found = re.search(r'data-prepopulated-fields="([^"]*)"', html)
+    assert found, "no prepopulated fields on the page"
+    return json.loads(found[1].replace("&quot;", '"'))
+
+
+def test_the_set_slug_is_prefilled_from_its_name(admin_client):
+    html = admin_client.get(reverse("admin:sources_resourceset_add")).content.decode()
+    assert {"id": "#id_slug", "name": "slug", "dependency_ids": ["#id_name"]}.items() <= (
+        prepopulated(html)[0].items()
+    )
+    provider = DataProvider.objects.create(name="Acme", slug="acme")
+    page = admin_client.get(reverse("admin:sources_dataprovider_change", args=[provider.pk]))
+    fields = prepopulated(page.content.decode())
+    assert any(
+        field["name"] == "slug" and "name" in str(field["dependency_list"]) for field in fields
+    )

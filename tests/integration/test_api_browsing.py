@@ -1,0 +1,106 @@
+"""The API tells what it offers: its root, ReDoc, the browsable API for staff, honest auth."""
+
+from __future__ import annotations
+
+import pytest
+from django.test import Client
+from django.urls import reverse
+
+from tests.factories import ApiTokenFactory, ResourceFactory, ResourceSetFactory
+
+pytestmark = pytest.mark.django_db
+PREFIX = "https://data.example.org/reports/"
+
+
+def test_the_api_root_lists_its_endpoints_without_a_token(client):
+    response = client.get("/api/v1/")
+    assert response.status_code == 200 and response["Content-Type"] == "application/json"
+    endpoints = response.json()
+    assert endpoints["sets"] == "http://testserver/api/v1/sets/"
+    assert endpoints["events"] == "http://testserver/api/v1/sets/{provider}/{set}/events"
+    assert endpoints["changes"].endswith("/sets/{provider}/{set}/changes")
+    assert "?uri={uri}" in endpoints["resource"]
+    assert {"schema", "docs", "redoc"} <= set(endpoints)
+    assert "Authorization: Bearer <key>" in endpoints["authentication"]
+
+
+def test_redoc_is_served_from_the_sidecar(client):
+    response = client.get(reverse("api-redoc"))
+    assert response.status_code == 200
+    assert reverse("schema").encode() in response.content
+    assert b"/static/drf_spectacular_sidecar/redoc/bundles/redoc.standalone.js" in response.content
+
+
+def test_staff_logged_in_to_the_admin_browse_the_api(admin_client, django_user_model):
+    ResourceSetFactory(provider__slug="acme", slug="reports")
+    page = admin_client.get(reverse("api:sets"), headers={"Accept": "text/html"})
+    assert page.status_code == 200 and page["Content-Type"].startswith("text/html")
+    assert b"Django REST framework" in page.content and b"reports" in page.content
+    as_json = admin_client.get(reverse("api:sets"))
+    assert as_json["Content-Type"] == "application/json" and as_json.json()[0]["set"] == "reports"
+
+    # Anyone else gets JSON, and needs a token.
+    visitor = Client()
+    for user in (None, django_user_model.objects.create_user("visitor", password="pw-12345678")):
+        if user is not None:
+            visitor.force_login(user)
+        refused = visitor.get(reverse("api:sets"), headers={"Accept": "text/html"})
+        assert refused.status_code == 401 and refused["Content-Type"] == "application/json"
+
+
+def test_a_staff_session_writes_only_with_its_csrf_token(admin_user):
+    ResourceSetFactory(provider__slug="acme", slug="reports")
+    browser = Client(enforce_csrf_checks=True)
+    browser.force_login(admin_user)
+    url = reverse("api:events", args=("acme", "reports"))
+    response = browser.post(url, "[]", content_type="application/json")
+    assert response.status_code == 403 and "CSRF" in response.json()["detail"]
+
+
+@pytest.fixture
+def reports():
+    resource_set = ResourceSetFactory(provider__slug="acme", slug="reports", url_prefix=PREFIX)
+    ResourceFactory(
+        resource_set=resource_set, location_value="docs/a.txt", uri=PREFIX + "docs/a.txt"
+    )
+    return resource_set, ApiTokenFactory(provider=resource_set.provider)
+
+
+def find(client, token, **params):
+    url = reverse("api:resource", args=("acme", "reports"))
+    return client.get(url, params, headers={"Authorization": f"Bearer {token.plain_key}"})
+
+
+def test_a_resource_is_found_by_its_uri(client, reports):
+    _, token = reports
+    found = find(client, token, uri=PREFIX + "docs/a.txt")
+    assert found.status_code == 200 and found.json()["location"]["value"] == "docs/a.txt"
+    # `uri` is the resolved URI only, never a posted location value.
+    assert find(client, token, uri="docs/a.txt").status_code == 404
+    assert find(client, token, location="docs/a.txt").status_code == 200
+
+
+def test_uri_and_location_are_one_or_the_other(client, reports):
+    _, token = reports
+    both = find(client, token, uri=PREFIX + "docs/a.txt", location="docs/a.txt")
+    assert both.status_code == 400 and "uri" in both.json()
+    neither = find(client, token)
+    assert neither.status_code == 400 and "location" in neither.json()
+
+
+def test_authorize_offers_the_two_token_headers_and_nothing_else(client):
+    schema = client.get(reverse("schema"), headers={"Accept": "application/vnd.oai.openapi+json"})
+    document = schema.json()
+    schemes = document["components"]["securitySchemes"]
+    assert set(schemes) == {"BearerToken", "ApiToken"}
+    assert (schemes["BearerToken"]["type"], schemes["BearerToken"]["scheme"]) == ("http", "bearer")
+    assert (schemes["ApiToken"]["in"], schemes["ApiToken"]["name"]) == ("header", "Authorization")
+    assert "Token <key>" in schemes["ApiToken"]["description"]
+    assert "/api/schema/" not in document["paths"]
+    for operations in document["paths"].values():
+        for operation in operations.values():
+            assert operation["security"] == [{"BearerToken": []}, {"ApiToken": []}]
+    parameters = document["paths"]["/api/v1/sets/{provider_slug}/{set_slug}/resources"]["get"][
+        "parameters"
+    ]
+    assert {"location", "uri"} <= {parameter["name"] for parameter in parameters}

@@ -1,0 +1,120 @@
+"""The admin index is a dashboard: every set's state, links, and SVG charts of 30 days."""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
+from django.utils import timezone
+
+from dashboard import charts
+from journal.models import Outcome, Run, RunKind
+from sources.models import Change
+
+from ..support import created, event, ingest, make_set, store_documents_in
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def storage(settings, tmp_path):
+    store_documents_in(settings, tmp_path / "documents")
+
+
+def dashboard(admin_client) -> str:
+    response = admin_client.get(reverse("admin:index"))
+    assert response.status_code == 200
+    return response.content.decode()
+
+
+def row_of(html: str, path: str) -> str:
+    match = re.search(
+        rf"<tr>\s*<th scope=\"row\"><a [^>]*>{re.escape(path)}</a>.*?</tr>", html, re.S
+    )
+    assert match, f"no row for {path}"
+    return match[0]
+
+
+def test_each_set_shows_resources_changes_today_pending_pages_and_last_regeneration(
+    admin_client,
+):
+    articles = make_set(entries_per_document=10)
+    created(articles, 25)  # regenerated at once (eager Celery)
+    ingest(articles, [event("updated", "r/0000001", version=2), event("deleted", "r/0000002")])
+    make_set(slug="empty")
+
+    html = dashboard(admin_client)
+    row = row_of(html, "acme/articles")
+    cells = re.findall(r'<td class="number"><a href="([^"]+)">(\d+)</a></td>', row)
+    (resources_url, resources), (today_url, today), (_, pending) = cells
+    assert (resources, today, pending) == ("24", "27", "0")
+    assert f"resource_set__id__exact={articles.pk}" in resources_url
+    assert re.search(r"3 resource list, [34] change list", row)
+    assert 'class="run-succeeded">succeeded</span>' in row
+    assert "never" in row_of(html, "acme/empty")
+
+    # The links lead to the lists filtered to this set (and to today).
+    listed = admin_client.get(today_url.replace("&amp;", "&")).content.decode()
+    assert "27 changes" in listed or listed.count('class="field-uri"') == 27
+
+
+def test_the_dashboard_draws_its_charts_as_inline_svg_with_the_counts(admin_client):
+    articles = make_set()
+    created(articles, 3)
+    ingest(articles, [event("updated", "r/0000001", version=2)])
+    yesterday = timezone.now() - timedelta(days=1)
+    Change.objects.filter(uri__endswith="r/0000000").update(timestamp=yesterday)
+
+    html = dashboard(admin_client)
+    assert html.count('<svg xmlns="http://www.w3.org/2000/svg"') >= 3 + 1  # and the admin's own
+    today = timezone.now().date().isoformat()
+    assert f"<title>{today}: 2 created, 1 updated</title>" in html
+    assert f"<title>{yesterday.date().isoformat()}: 1 created</title>" in html
+    assert "Ingest rate: changes received per hour" in html
+    assert "Regeneration durations" in html
+    # Nothing is fetched from elsewhere: no script or stylesheet from another host.
+    assert not re.search(r'<(script|link)[^>]+(src|href)="(https?:)?//', html)
+
+
+def test_the_dashboard_costs_the_same_queries_for_one_set_or_five(admin_client):
+    created(make_set(slug="s0"), 2)
+    with CaptureQueriesContext(connection) as one:
+        dashboard(admin_client)
+    for n in range(1, 5):
+        created(make_set(slug=f"s{n}"), 2)
+    with CaptureQueriesContext(connection) as five:
+        dashboard(admin_client)
+    assert len(five.captured_queries) == len(one.captured_queries)
+
+
+def test_regeneration_durations_come_from_the_journal_failed_runs_in_red(admin_client):
+    resource_set = make_set()
+    now = timezone.now()
+    for seconds, outcome in ((2, Outcome.SUCCEEDED), (5, Outcome.FAILED)):
+        Run.objects.create(
+            kind=RunKind.REGENERATION,
+            resource_set=resource_set,
+            target="acme/articles",
+            started_at=now - timedelta(minutes=seconds),
+            finished_at=now - timedelta(minutes=seconds) + timedelta(seconds=seconds),
+            outcome=outcome,
+        )
+    html = dashboard(admin_client)
+    assert ": 5 seconds</title>" in html and ": 2 seconds</title>" in html
+    assert f'fill="{charts.HIGHLIGHT}"' in html
+
+
+def test_chart_labels_are_escaped_and_the_axis_is_rounded():
+    svg = charts.bar_chart(
+        ["<script>alert(1)</script>"],
+        [charts.Series(name="a&b", values=[7], colour="#000")],
+        title="t",
+        unit="u",
+    )
+    assert "<script>" not in svg and "&lt;script&gt;" in svg and "a&amp;b" in svg
+    assert [charts.nice_ceiling(v) for v in (0, 7, 10, 11, 3400)] == [1, 10, 10, 20, 5000]
+    assert "nothing yet" in charts.line_chart(["a", "b"], [0, 0], title="t", unit="u")

@@ -1,0 +1,818 @@
+"""Change and framework notifications through the embedded WebSub hub.
+
+A subscriber written from the specs (tests/websub_subscriber.py) subscribes
+through the hub its Capability List names, answers the challenge and receives
+what the portal publishes; every payload is checked against the official XSDs.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from datetime import timedelta
+from itertools import pairwise
+from urllib.parse import urlsplit
+
+import pytest
+from django.test import Client
+from django.urls import reverse
+from django.utils import timezone
+from lxml import etree
+
+from notifications import delivery, hub
+from notifications.models import Delivery, Notification, Subscription, TopicKind
+from notifications.payloads import ONE_MICROSECOND
+from sources.models import ApiToken, ResourceSet
+from tests.support import NS, assert_valid, created, event, ingest, make_set, store_documents_in
+from tests.websub_subscriber import Subscriber, discover, subscribe_form
+
+SECRET = "a shared secret"
+
+
+@pytest.fixture
+def notifying_set(db) -> ResourceSet:
+    return make_set(publish_notifications=True)
+
+
+@pytest.fixture
+def subscriber():
+    running = Subscriber(secret=SECRET).start()
+    yield running
+    running.stop()
+
+
+def auth(token: str | None) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"} if token else {}
+
+
+def capability_list(client: Client, resource_set: ResourceSet, token: str | None = None):
+    url = reverse(
+        "sitemaps:capability-list",
+        kwargs={"provider": resource_set.provider.slug, "set_slug": resource_set.slug},
+    )
+    return client.get(url, headers=auth(token))
+
+
+def subscribe(
+    client: Client,
+    capture,
+    resource_set: ResourceSet,
+    subscriber: Subscriber,
+    *,
+    capability: str = "change-notification",
+    mode: str = "subscribe",
+    token: str | None = None,
+    **form: object,
+):
+    """Discover the hub and topic in the Capability List and ask the hub; the hub verifies
+    (after the commit) before this returns."""
+    topic, hub_url = discover(capability_list(client, resource_set, token).content, capability)
+    subscriber.intend(mode, topic)
+    data = subscribe_form(mode, topic, subscriber.url, secret=subscriber.secret, **form)
+    with capture(execute=True):
+        response = client.post(urlsplit(hub_url).path, data, headers=auth(token))
+    return response
+
+
+def post_events(client: Client, resource_set: ResourceSet, events: list[dict], key: str):
+    url = reverse("api:events", args=(resource_set.provider.slug, resource_set.slug))
+    return client.post(
+        url, data=json.dumps(events), content_type="application/json", headers=auth(key)
+    )
+
+
+def api_event(name: str, change: str = "created", **fields: object) -> dict:
+    data = {
+        "change": change,
+        "location": {"type": "url", "value": f"http://data.example.org/{name}"},
+        "length": 3,
+        "md5": "900150983cd24fb0d6963f7d28e17f72",
+        "mime": "text/plain",
+        "lastmod": "2026-01-02T03:04:05Z",
+    }
+    data.update(fields)
+    return data
+
+
+def change_notifications():
+    return Notification.objects.filter(kind=TopicKind.CHANGE)
+
+
+def entries(payload: bytes) -> list[tuple[str, str]]:
+    root = etree.fromstring(payload)
+    return [
+        (url.findtext("sm:loc", namespaces=NS), url.find("rs:md", NS).get("change"))
+        for url in root.findall("sm:url", NS)
+    ]
+
+
+def root_md(payload: bytes) -> dict[str, str]:
+    return dict(etree.fromstring(payload).find("rs:md", NS).attrib)
+
+
+# --- Publisher: topics in the Capability List, topic URLs ---
+
+
+def test_capability_list_advertises_both_topics_as_the_spec_example_shows(client, notifying_set):
+    content = capability_list(client, notifying_set).content
+    assert_valid(content)
+    base = "http://127.0.0.1:8000/resourcesync/acme/articles"
+    hub_url = "http://127.0.0.1:8000/resourcesync/hub"
+    for kind in ("change", "framework"):
+        expected = (
+            f'<url><loc>{base}/notifications/{kind}</loc><rs:md capability="{kind}-notification"/>'
+            f'<rs:ln rel="hub" href="{hub_url}"/></url>'
+        )
+        assert expected.encode() in content
+
+
+def test_a_set_without_notifications_advertises_no_topic(client, db):
+    quiet = make_set(publish_notifications=False)
+    assert b"notification" not in capability_list(client, quiet).content
+    topic = f"/resourcesync/acme/{quiet.slug}/notifications/change"
+    assert client.get(topic).status_code == 404
+
+
+def test_topic_answers_get_and_head_with_self_and_hub_links(client, notifying_set):
+    topic = "/resourcesync/acme/articles/notifications/change"
+    for method in (client.get, client.head):
+        response = method(topic)
+        assert response.status_code == 200
+        assert response["Content-Type"] == "application/xml"
+        assert response["Content-Length"] == "0"
+        assert response["Link"] == (
+            "<http://127.0.0.1:8000/resourcesync/acme/articles/notifications/change>; "
+            'rel="self", <http://127.0.0.1:8000/resourcesync/hub>; rel="hub"'
+        )
+    created(notifying_set, 2)
+    body = client.get(topic).content
+    assert body == bytes(change_notifications().get().payload)
+    assert client.head(topic)["Content-Length"] == str(len(body))
+
+
+# --- Subscribe, verify, receive ---
+
+
+def test_subscriber_receives_a_signed_change_notification_for_a_posted_event(
+    client, django_capture_on_commit_callbacks, notifying_set, subscriber
+):
+    key = ApiToken.issue(provider=notifying_set.provider)[1]
+    response = subscribe(
+        client, django_capture_on_commit_callbacks, notifying_set, subscriber, lease_seconds=3600
+    )
+
+    assert response.status_code == 202
+    check = subscriber.verifications[-1]
+    topic = "http://127.0.0.1:8000/resourcesync/acme/articles/notifications/change"
+    assert check["hub.mode"] == "subscribe"
+    assert check["hub.topic"] == topic
+    assert check["hub.lease_seconds"] == "3600"
+    assert len(check["hub.challenge"]) >= 32
+    subscription = Subscription.objects.get()
+    assert (subscription.kind, subscription.secret) == (TopicKind.CHANGE, SECRET)
+
+    with django_capture_on_commit_callbacks(execute=True):
+        answer = post_events(client, notifying_set, [api_event("a.txt")], key)
+    assert answer.status_code == 200, answer.content
+
+    (received,) = subscriber.wait_for(1)
+    assert received.signature_valid is True
+    assert received.headers["X-Hub-Signature"].startswith("sha256=")
+    assert received.headers["Content-Type"] == "application/xml"
+    assert f'<{topic}>; rel="self"' in received.headers["Link"]
+    assert '<http://127.0.0.1:8000/resourcesync/hub>; rel="hub"' in received.headers["Link"]
+    assert_valid(received.body)
+    md = root_md(received.body)
+    assert md["capability"] == "change-notification"
+    assert md["from"] <= md["until"]
+    assert entries(received.body) == [("http://data.example.org/a.txt", "created")]
+    assert Delivery.objects.get().status == Delivery.Status.DELIVERED
+
+
+def test_a_subscriber_with_another_secret_finds_the_signature_bad(
+    client, django_capture_on_commit_callbacks, notifying_set
+):
+    honest = Subscriber(secret=SECRET).start()
+    try:
+        subscribe(client, django_capture_on_commit_callbacks, notifying_set, honest)
+        honest.secret = "not the secret it gave the hub"
+        created(notifying_set, 1)
+        assert honest.received and honest.received[0].signature_valid is False
+        assert honest.accepted == []  # a subscriber drops what it cannot authenticate
+        tampered = honest.received[0].body.replace(b"created", b"deleted")
+        honest.secret = SECRET
+        assert honest.signature_ok(tampered, honest.received[0].headers["X-Hub-Signature"]) is False
+        assert honest.signature_ok(
+            honest.received[0].body, honest.received[0].headers["X-Hub-Signature"]
+        )
+    finally:
+        honest.stop()
+
+
+def test_without_a_secret_deliveries_are_unsigned(
+    client, django_capture_on_commit_callbacks, notifying_set
+):
+    plain = Subscriber().start()
+    try:
+        subscribe(client, django_capture_on_commit_callbacks, notifying_set, plain)
+        created(notifying_set, 1)
+        (received,) = plain.wait_for(1)
+        assert "X-Hub-Signature" not in received.headers
+    finally:
+        plain.stop()
+
+
+def test_an_unconfirmed_intent_subscribes_nobody(
+    client, django_capture_on_commit_callbacks, notifying_set, subscriber
+):
+    subscriber.verify = False  # answers the challenge with 404, as for an intent it never had
+    response = subscribe(client, django_capture_on_commit_callbacks, notifying_set, subscriber)
+    assert response.status_code == 202  # the request was fine; the intent was not confirmed
+    assert subscriber.verifications
+    assert not Subscription.objects.exists()
+
+
+def test_framework_topic_is_its_own_subscription(
+    client, django_capture_on_commit_callbacks, notifying_set, subscriber
+):
+    subscribe(
+        client,
+        django_capture_on_commit_callbacks,
+        notifying_set,
+        subscriber,
+        capability="framework-notification",
+    )
+    assert Subscription.objects.get().kind == TopicKind.FRAMEWORK
+
+
+# --- Leases and unsubscribing ---
+
+
+@pytest.mark.parametrize(("asked", "granted"), [(10, 300), (10**9, 31 * 24 * 3600), (None, 864000)])
+def test_leases_are_kept_within_300_seconds_and_31_days(
+    client, django_capture_on_commit_callbacks, notifying_set, subscriber, asked, granted
+):
+    form = {} if asked is None else {"lease_seconds": asked}
+    subscribe(client, django_capture_on_commit_callbacks, notifying_set, subscriber, **form)
+    assert subscriber.verifications[-1]["hub.lease_seconds"] == str(granted)
+    subscription = Subscription.objects.get()
+    assert subscription.lease_seconds == granted
+    lease = subscription.expires_at - subscription.renewed_at
+    assert lease == timedelta(seconds=granted)
+
+
+def test_an_expired_lease_receives_nothing_and_is_removed(
+    client, django_capture_on_commit_callbacks, notifying_set, subscriber
+):
+    subscribe(
+        client, django_capture_on_commit_callbacks, notifying_set, subscriber, lease_seconds=300
+    )
+    Subscription.objects.update(expires_at=timezone.now() - timedelta(seconds=1))
+
+    created(notifying_set, 1)
+
+    assert subscriber.received == []
+    assert not Delivery.objects.exists()
+    assert hub.expire_leases() == 1
+    assert not Subscription.objects.exists()
+
+
+def test_renewing_extends_the_lease(
+    client, django_capture_on_commit_callbacks, notifying_set, subscriber
+):
+    subscribe(
+        client, django_capture_on_commit_callbacks, notifying_set, subscriber, lease_seconds=300
+    )
+    first = Subscription.objects.get().expires_at
+    subscribe(
+        client, django_capture_on_commit_callbacks, notifying_set, subscriber, lease_seconds=600
+    )
+    renewed = Subscription.objects.get()
+    assert renewed.expires_at > first
+    assert renewed.lease_seconds == 600
+
+
+def test_a_lease_running_out_between_publishing_and_sending_cancels_the_delivery(
+    client, django_capture_on_commit_callbacks, notifying_set, subscriber
+):
+    subscribe(client, django_capture_on_commit_callbacks, notifying_set, subscriber)
+    subscriber.answers = [500]
+    created(notifying_set, 1)
+    later = timezone.now() + timedelta(days=30)
+    delivery.deliver(None, now=later)
+    assert Delivery.objects.get().status == Delivery.Status.CANCELLED
+
+
+def test_unsubscribing_is_verified_and_stops_deliveries(
+    client, django_capture_on_commit_callbacks, notifying_set, subscriber
+):
+    subscribe(client, django_capture_on_commit_callbacks, notifying_set, subscriber)
+    response = subscribe(
+        client, django_capture_on_commit_callbacks, notifying_set, subscriber, mode="unsubscribe"
+    )
+    assert response.status_code == 202
+    assert subscriber.verifications[-1]["hub.mode"] == "unsubscribe"
+    assert "hub.lease_seconds" not in subscriber.verifications[-1]
+    assert not Subscription.objects.exists()
+    created(notifying_set, 1)
+    assert subscriber.received == []
+
+
+def test_an_unsubscribe_the_subscriber_did_not_ask_for_changes_nothing(
+    client, django_capture_on_commit_callbacks, notifying_set, subscriber
+):
+    subscribe(client, django_capture_on_commit_callbacks, notifying_set, subscriber)
+    topic, hub_url = discover(capability_list(client, notifying_set).content)
+    with django_capture_on_commit_callbacks(execute=True):
+        client.post(urlsplit(hub_url).path, subscribe_form("unsubscribe", topic, subscriber.url))
+    assert Subscription.objects.exists()  # the callback did not confirm (a third party asked)
+
+
+# --- Delivery: retries, timeouts, durability ---
+
+
+def test_a_500_is_retried_with_backoff_until_a_2xx(
+    client, django_capture_on_commit_callbacks, notifying_set, subscriber
+):
+    subscribe(client, django_capture_on_commit_callbacks, notifying_set, subscriber)
+    subscriber.answers = [500, 503, 200]
+
+    created(notifying_set, 1)
+
+    row = Delivery.objects.get()
+    assert (row.status, row.attempts, row.last_status) == ("pending", 1, 500)
+    first_wait = (row.next_attempt_at - timezone.now()).total_seconds()
+    assert 3 < first_wait <= 6
+    assert delivery.deliver(None) is None  # not due yet: nothing sent
+    assert subscriber.attempts == 1
+
+    delivery.deliver(None, now=row.next_attempt_at)
+    row.refresh_from_db()
+    assert (row.attempts, row.last_status) == (2, 503)
+    assert Subscription.objects.get().failures == 2
+
+    delivery.deliver(None, now=row.next_attempt_at)
+    row.refresh_from_db()
+    assert (row.status, row.attempts, row.last_status) == ("delivered", 3, 200)
+    (received,) = subscriber.wait_for(1)
+    assert received.signature_valid
+    assert Subscription.objects.get().failures == 0
+
+
+def test_backoff_doubles_and_keeps_trying_for_more_than_a_day(settings):
+    delays = [delivery.backoff(attempt) for attempt in range(1, 40)]
+    assert 4.5 <= delays[0] <= 5.5
+    assert 9 <= delays[1] <= 11
+    assert max(delays) <= 3600 * 1.1
+    assert sum(delays) > 24 * 3600
+
+
+def test_a_callback_that_never_answers_times_out_and_is_given_up_after_the_retry_period(
+    client, django_capture_on_commit_callbacks, notifying_set, subscriber, settings
+):
+    settings.RESOURCESYNC_NOTIFICATIONS = {
+        **settings.RESOURCESYNC_NOTIFICATIONS,
+        "CALLBACK_TIMEOUT": 0.5,
+    }
+    subscribe(client, django_capture_on_commit_callbacks, notifying_set, subscriber)
+    subscriber.hang = 3
+
+    created(notifying_set, 1)
+
+    row = Delivery.objects.get()
+    assert row.status == "pending"
+    assert "Timeout" in row.last_error
+    assert row.last_status is None
+
+    delivery.deliver(None, now=row.created_at + timedelta(hours=26, seconds=1))
+    row.refresh_from_db()
+    assert row.status == Delivery.Status.FAILED
+    subscription = Subscription.objects.get()
+    assert subscription.state == Subscription.State.FAILING
+    created(notifying_set, 1, start=1)
+    assert Delivery.objects.count() == 1  # a failing subscription gets nothing new
+
+
+def test_pending_deliveries_survive_a_lost_message_and_the_sweep_sends_them(
+    client, django_capture_on_commit_callbacks, notifying_set, subscriber
+):
+    from notifications import tasks
+
+    subscribe(client, django_capture_on_commit_callbacks, notifying_set, subscriber)
+    subscriber.answers = [500, 200]
+    created(notifying_set, 1)
+    # As if Redis lost the retry's message and its worker died holding the row.
+    Delivery.objects.update(
+        next_attempt_at=timezone.now(), claim="dead", claimed_until=timezone.now()
+    )
+
+    tasks.resend_due_deliveries.apply()
+
+    assert Delivery.objects.get().status == Delivery.Status.DELIVERED
+    assert len(subscriber.wait_for(1)) == 1
+
+
+def test_a_claimed_delivery_is_not_sent_twice(
+    client, django_capture_on_commit_callbacks, notifying_set, subscriber
+):
+    subscribe(client, django_capture_on_commit_callbacks, notifying_set, subscriber)
+    subscriber.answers = [500, 200]
+    created(notifying_set, 1)
+    row = Delivery.objects.get()
+    when = row.next_attempt_at
+    assert delivery.claim(None, when)  # a sender took it
+    delivery.deliver(None, now=when)  # another sender finds nothing to do
+    assert subscriber.attempts == 1
+
+
+def test_callbacks_are_rate_limited_without_failing(
+    client, django_capture_on_commit_callbacks, notifying_set, subscriber, settings
+):
+    settings.RESOURCESYNC_NOTIFICATIONS = {
+        **settings.RESOURCESYNC_NOTIFICATIONS,
+        "CALLBACK_REQUESTS_PER_MINUTE": 1,
+    }
+    subscribe(client, django_capture_on_commit_callbacks, notifying_set, subscriber)
+    created(notifying_set, 1)
+    created(notifying_set, 1, start=1)
+    assert len(subscriber.received) == 1
+    waiting = Delivery.objects.get(status="pending")
+    assert waiting.attempts == 0  # postponed, not failed
+    assert Subscription.objects.get().failures == 0
+
+
+# --- Protected sets and refusals ---
+
+
+def test_a_protected_topic_needs_the_providers_token_and_is_never_revealed(
+    client, django_capture_on_commit_callbacks, db, subscriber
+):
+    secret_set = make_set(slug="private", protected=True, publish_notifications=True)
+    provider_key = ApiToken.issue(provider=secret_set.provider)[1]
+    other = make_set(provider="other", slug="open", publish_notifications=True)
+    other_key = ApiToken.issue(provider=other.provider)[1]
+    topic = "http://127.0.0.1:8000/resourcesync/acme/private/notifications/change"
+    unknown = "http://127.0.0.1:8000/resourcesync/acme/nothing/notifications/change"
+    subscriber.intend("subscribe", topic)
+
+    def ask(topic_url: str, key: str | None):
+        form = subscribe_form("subscribe", topic_url, subscriber.url, secret=SECRET)
+        with django_capture_on_commit_callbacks(execute=True):
+            return client.post("/resourcesync/hub", form, headers=auth(key))
+
+    refused = [ask(topic, None), ask(topic, other_key), ask(unknown, None)]
+    assert {response.status_code for response in refused} == {400}
+    assert len({response.content for response in refused}) == 1  # nothing tells them apart
+    assert b"hub.topic" in refused[0].content
+    assert not subscriber.verifications
+    assert client.get(urlsplit(topic).path).status_code == 401
+
+    assert ask(topic, provider_key).status_code == 202
+    assert Subscription.objects.get().resource_set == secret_set
+    ingest(secret_set, [event("created", "secret.txt")])
+    assert len(subscriber.wait_for(1)) == 1
+
+
+@pytest.mark.parametrize(
+    ("callback", "reason"),
+    [
+        ("http://10.1.2.3/cb", "10.1.2.3"),
+        ("http://169.254.169.254/latest/meta-data", "169.254.169.254"),
+        ("http://192.168.0.10:8080/cb", "192.168.0.10"),
+        ("http://[::1]:9/cb", "::1"),
+        ("http://[::ffff:10.0.0.1]/cb", "::ffff:10.0.0.1"),
+        ("http://0.0.0.0/cb", "0.0.0.0"),  # noqa: S104 (a callback refused, not a bind)
+        ("ftp://example.org/cb", "http or https"),
+        ("http://user:pw@127.0.0.1/cb", "credentials"),
+        ("javascript:alert(1)", "http or https"),
+    ],
+)
+def test_callbacks_into_private_networks_are_refused(client, notifying_set, callback, reason):
+    topic = "http://127.0.0.1:8000/resourcesync/acme/articles/notifications/change"
+    response = client.post("/resourcesync/hub", subscribe_form("subscribe", topic, callback))
+    assert response.status_code == 400
+    assert b"hub.callback" in response.content
+    assert reason.encode() in response.content
+
+
+def test_loopback_is_refused_unless_a_setting_allows_it(client, notifying_set, settings):
+    settings.RESOURCESYNC_NOTIFICATIONS = {
+        **settings.RESOURCESYNC_NOTIFICATIONS,
+        "ALLOWED_CALLBACK_NETWORKS": [],
+    }
+    topic = "http://127.0.0.1:8000/resourcesync/acme/articles/notifications/change"
+    for callback in ("http://127.0.0.1:9/cb", "http://localhost:9/cb"):
+        response = client.post("/resourcesync/hub", subscribe_form("subscribe", topic, callback))
+        assert response.status_code == 400
+        assert b"127.0.0.1" in response.content
+
+
+def test_the_callback_is_checked_again_at_delivery(
+    client, django_capture_on_commit_callbacks, notifying_set, subscriber, settings
+):
+    subscribe(client, django_capture_on_commit_callbacks, notifying_set, subscriber)
+    settings.RESOURCESYNC_NOTIFICATIONS = {
+        **settings.RESOURCESYNC_NOTIFICATIONS,
+        "ALLOWED_CALLBACK_NETWORKS": [],
+    }
+    created(notifying_set, 1)
+    assert subscriber.attempts == 0
+    row = Delivery.objects.get()
+    assert row.status == "pending"
+    assert row.last_error.startswith("refused:")
+
+
+def test_only_the_first_bytes_of_an_answer_are_read(notifying_set, settings):
+    """A challenge echo followed by a flood is cut at MAX_RESPONSE_BYTES (and fails)."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from notifications import callbacks
+
+    class Flood(BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_GET(self):
+            self.send_response(200)
+            self.end_headers()
+            for _ in range(1000):  # 64 MB if it were all read
+                self.wfile.write(b"x" * 65536)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Flood)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        answer = callbacks.send("GET", f"http://127.0.0.1:{server.server_port}/")
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert answer.status == 200
+    assert len(answer.body) == 4096
+
+
+@pytest.mark.parametrize(
+    ("form", "field"),
+    [
+        ({"hub.mode": "publish"}, "hub.mode"),
+        ({"hub.mode": "subscribe"}, "hub.callback"),
+        ({"hub.mode": "subscribe", "hub.callback": "http://127.0.0.1:9/"}, "hub.topic"),
+        (
+            {"hub.lease_seconds": "soon"},
+            "hub.lease_seconds",
+        ),
+        ({"hub.secret": "s" * 200}, "hub.secret"),
+    ],
+)
+def test_bad_hub_requests_get_a_4xx_naming_the_field(client, notifying_set, form, field):
+    full = {
+        "hub.mode": "subscribe",
+        "hub.callback": "http://127.0.0.1:9/cb",
+        "hub.topic": "http://127.0.0.1:8000/resourcesync/acme/articles/notifications/change",
+    }
+    if "hub.topic" not in form and "hub.callback" not in form and form.get("hub.mode") is None:
+        full.update(form)
+    else:
+        full = form
+    response = client.post("/resourcesync/hub", full)
+    assert response.status_code == 400
+    assert response.content.startswith(field.encode())
+
+
+def test_the_hub_takes_only_post(client, db):
+    assert client.get("/resourcesync/hub").status_code == 405
+
+
+# --- What change notifications contain ---
+
+
+def test_consecutive_change_notifications_cover_consecutive_intervals(client, notifying_set):
+    created(notifying_set, 3)
+    ingest(notifying_set, [event("updated", "r/0000001", version=2)])
+    ingest(notifying_set, [event("deleted", "r/0000002")])
+
+    payloads = [bytes(n.payload) for n in change_notifications().order_by("id")]
+    assert len(payloads) == 3
+    for payload in payloads:
+        assert_valid(payload)
+    intervals = [(n.since, n.until) for n in change_notifications().order_by("id")]
+    for (_, until), (since, _) in pairwise(intervals):
+        assert since == until + ONE_MICROSECOND
+    assert [entries(p) for p in payloads] == [
+        [(f"http://data.example.org/r/000000{n}", "created") for n in range(3)],
+        [("http://data.example.org/r/0000001", "updated")],
+        [("http://data.example.org/r/0000002", "deleted")],
+    ]
+
+
+def test_notification_entries_are_change_list_entries(client, notifying_set):
+    """Exactly what the open Change List says about the same changes, entry for entry."""
+    created(notifying_set, 2)
+    payload = bytes(change_notifications().get().payload)
+    response = client.get("/resourcesync/acme/articles/changelist-1.xml")
+    change_list = b"".join(response.streaming_content)
+    as_list = etree.fromstring(change_list).findall("sm:url", NS)
+    in_payload = etree.fromstring(payload).findall("sm:url", NS)
+    assert [etree.tostring(e) for e in in_payload] == [etree.tostring(e) for e in as_list]
+
+
+def test_an_old_dated_change_is_notified_in_an_overlapping_payload(notifying_set):
+    created(notifying_set, 2)
+    first = change_notifications().get()
+    early = first.since  # before the first payload's `until`: a client sent an old datetime
+    ingest(notifying_set, [event("updated", "r/0000000", version=2, datetime=early)])
+    second = change_notifications().order_by("-id").first()
+    assert (second.since, second.until) == (early, early)  # overlaps the first payload
+    assert_valid(bytes(second.payload))
+    assert ("http://data.example.org/r/0000000", "updated") in entries(bytes(second.payload))
+
+
+def test_a_set_publishing_no_notifications_sends_none(db):
+    quiet = make_set(slug="quiet")
+    created(quiet, 2)
+    assert not Notification.objects.exists()
+
+
+# --- Framework notifications ---
+
+
+def test_framework_notifications_announce_lists_created_updated_and_deleted(
+    client, django_capture_on_commit_callbacks, db, subscriber
+):
+    resource_set = make_set(publish_notifications=True, entries_per_document=2)
+    subscribe(
+        client,
+        django_capture_on_commit_callbacks,
+        resource_set,
+        subscriber,
+        capability="framework-notification",
+    )
+    created(resource_set, 1)
+    created(resource_set, 2, start=1)  # three resources: two Resource Lists under an index
+
+    announced = []
+    for received in subscriber.wait_for(2):
+        root = assert_valid(received.body)
+        assert root.find("rs:md", NS).get("capability") == "framework-notification"
+        for url in root.findall("sm:url", NS):
+            md = url.find("rs:md", NS)
+            index = url.find("rs:ln[@rel='index']", NS)
+            assert md.get("datetime")
+            announced.append(
+                (
+                    url.findtext("sm:loc", namespaces=NS).rsplit("/", 1)[1],
+                    md.get("capability"),
+                    md.get("change"),
+                    None if index is None else index.get("href").rsplit("/", 1)[1],
+                )
+            )
+    assert set(announced[:3]) == {
+        ("capabilitylist.xml", "capabilitylist", "created", None),
+        ("resourcelist.xml", "resourcelist", "created", None),  # the set's one list
+        ("changelist.xml", "changelist", "created", None),
+    }
+    # Three resources, two a page: two Resource Lists under an index, two Change Lists too.
+    later = set(announced[3:])
+    for kind in ("resourcelist", "changelist"):
+        for number in (1, 2):
+            assert (f"{kind}-{number}.xml", kind, "created", f"{kind}.xml") in later
+        # The list that was there is gone: the URL now holds an index, never announced.
+        assert (f"{kind}.xml", kind, "deleted", None) in later
+        assert not any(item[0] == f"{kind}.xml" and item[2] != "deleted" for item in later)
+
+
+def test_a_capability_list_change_is_announced_up_to_the_source_description(
+    client, django_capture_on_commit_callbacks, notifying_set, subscriber
+):
+    from notifications import framework
+
+    created(notifying_set, 1)  # its lists are written
+    framework.announce(None)  # the state as it is
+    subscribe(
+        client,
+        django_capture_on_commit_callbacks,
+        notifying_set,
+        subscriber,
+        capability="framework-notification",
+    )
+    settings_row = notifying_set.capability_settings
+    settings_row.publish_resource_list = False
+    with django_capture_on_commit_callbacks(execute=True):
+        settings_row.save()
+
+    ups = {}
+    for received in subscriber.wait_for(2):  # the Capability List, and the list it dropped
+        root = assert_valid(received.body)
+        up = root.find("rs:ln[@rel='up']", NS).get("href").rsplit("/", 1)[1]
+        ups[up] = [
+            (
+                url.findtext("sm:loc", namespaces=NS).rsplit("/", 1)[1],
+                url.find("rs:md", NS).get("change"),
+            )
+            for url in root.findall("sm:url", NS)
+        ]
+    assert ups == {
+        "resourcesync": [("capabilitylist.xml", "updated")],
+        "capabilitylist.xml": [("resourcelist.xml", "deleted")],
+    }
+
+
+def test_a_new_set_changes_the_source_description_on_every_framework_channel(
+    client, django_capture_on_commit_callbacks, notifying_set, subscriber
+):
+    from notifications import framework
+
+    framework.announce(None)
+    subscribe(
+        client,
+        django_capture_on_commit_callbacks,
+        notifying_set,
+        subscriber,
+        capability="framework-notification",
+    )
+    with django_capture_on_commit_callbacks(execute=True):
+        make_set(slug="another")
+    (received,) = subscriber.wait_for(1)
+    locs = [
+        u.findtext("sm:loc", namespaces=NS)
+        for u in etree.fromstring(received.body).findall("sm:url", NS)
+    ]
+    assert locs == ["http://127.0.0.1:8000/.well-known/resourcesync"]
+
+
+# --- Admin ---
+
+
+def test_admin_lists_subscriptions_and_deliveries_and_retries_or_removes(
+    admin_client, django_capture_on_commit_callbacks, notifying_set, subscriber
+):
+    subscribe(admin_client, django_capture_on_commit_callbacks, notifying_set, subscriber)
+    subscriber.answers = [500]
+    created(notifying_set, 1)
+    Subscription.objects.update(state=Subscription.State.FAILING)
+    Delivery.objects.update(status=Delivery.Status.FAILED)
+
+    page = admin_client.get("/admin/notifications/subscription/")
+    assert page.status_code == 200
+    assert subscriber.url.encode() in page.content
+    assert admin_client.get("/admin/notifications/delivery/").status_code == 200
+    assert admin_client.get("/admin/notifications/notification/").status_code == 200
+
+    subscriber.answers = [200]
+    subscription = Subscription.objects.get()
+    with django_capture_on_commit_callbacks(execute=True):
+        admin_client.post(
+            "/admin/notifications/subscription/",
+            {"action": "retry", "_selected_action": [subscription.pk]},
+        )
+    assert Subscription.objects.get().state == Subscription.State.ACTIVE
+    assert Delivery.objects.get().status == Delivery.Status.DELIVERED
+
+    admin_client.post(
+        "/admin/notifications/subscription/",
+        {"action": "remove", "_selected_action": [subscription.pk]},
+    )
+    assert not Subscription.objects.exists()
+    assert Delivery.objects.exists()  # the log stays
+
+
+# --- With a real Celery worker ---
+
+
+def test_a_celery_worker_verifies_publishes_and_delivers(celery_worker, client, subscriber):
+    resource_set = make_set(publish_notifications=True)
+    key = ApiToken.issue(provider=resource_set.provider)[1]
+    topic, hub_url = discover(capability_list(client, resource_set).content)
+    subscriber.intend("subscribe", topic)
+    form = subscribe_form("subscribe", topic, subscriber.url, secret=SECRET)
+    assert client.post(urlsplit(hub_url).path, form).status_code == 202
+    deadline = timezone.now() + timedelta(seconds=30)
+    while not Subscription.objects.exists():
+        assert timezone.now() < deadline, celery_worker.log()[-3000:]
+        time.sleep(0.1)
+    subscriber.answers = [500, 200]  # the retry comes back from the worker by itself
+
+    assert post_events(client, resource_set, [api_event("w.txt")], key).status_code == 200
+
+    (received,) = subscriber.wait_for(1, timeout=30)
+    assert received.signature_valid
+    assert entries(received.body) == [("http://data.example.org/w.txt", "created")]
+    assert subscriber.attempts == 2
+
+
+def test_dumps_are_announced_too(db, tmp_path, settings):
+    from .test_dumps import FileSet
+
+    store_documents_in(settings, tmp_path / "documents")
+    files = FileSet(tmp_path / "files", publish_notifications=True)
+    files.post([files.write("a.txt", b"a"), files.write("b.txt", b"b")])  # regenerates
+
+    announced = set()
+    for notification in Notification.objects.filter(kind=TopicKind.FRAMEWORK):
+        root = assert_valid(bytes(notification.payload))
+        for url in root.findall("sm:url", NS):
+            md = url.find("rs:md", NS)
+            loc = url.findtext("sm:loc", namespaces=NS).rsplit("/", 1)[1]
+            announced.add((loc, md.get("capability"), md.get("change")))
+    assert ("resourcedump.xml", "resourcedump", "created") in announced
+    assert ("changedump.xml", "changedump", "created") in announced
