@@ -85,10 +85,14 @@ lint: install
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-# Their own Elasticsearch and Redis ports, so a test suite can run beside them.
-BENCH_PORTS = --es-port $(BENCH_ES_PORT) --redis-port $(BENCH_REDIS_PORT)
+# Their own Elasticsearch, Redis and PostgreSQL ports, so a test suite can run
+# beside them; the database-dependent items run on each of BENCH_DATABASES.
+BENCH_PORTS = --es-port $(BENCH_ES_PORT) --redis-port $(BENCH_REDIS_PORT) \
+	--pg-port $(BENCH_PG_PORT) --databases $(BENCH_DATABASES)
 BENCH_ES_PORT ?= 9260
 BENCH_REDIS_PORT ?= 6399
+BENCH_PG_PORT ?= 5460
+BENCH_DATABASES ?= sqlite,postgres
 
 bench: install
 	$(BIN)/python bench/run.py $(BENCH_PORTS)

@@ -3,7 +3,9 @@
 `Portal` runs the portal as it is deployed (gunicorn, a Celery worker,
 Elasticsearch, Redis) over a fresh DATA_DIR under bench/work/ (git-ignored),
 on its own port, its own index prefix and its own Redis database, so a test
-suite or dev server running beside it is never touched. The scripts talk to
+suite or dev server running beside it is never touched. Its database is a
+SQLite file in that folder or, with `--postgres URL`, a fresh database created
+on that PostgreSQL server for the run and dropped after it. The scripts talk to
 it over HTTP only, as the harvester and destinations do.
 """
 
@@ -20,9 +22,11 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 from lxml import etree
@@ -202,10 +206,73 @@ def url_entries(root: etree._Element) -> list[tuple[str, str]]:
     return entries
 
 
+# The database under test
+
+
+def add_database_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--postgres",
+        metavar="URL",
+        help="a PostgreSQL server (postgres://user@host:port/db) to create this run's database "
+        "on, dropped after it; default: a SQLite file in the work folder",
+    )
+
+
+def database_name(url: str | None) -> str:
+    """`sqlite` or `postgres`, as the results name the database under test."""
+    return "postgres" if url else "sqlite"
+
+
+def create_database(server: str, name: str) -> str:
+    """A fresh, empty database on a PostgreSQL server; returns its URL.
+
+    A killed run may have left one of the same name: it is dropped first.
+    """
+    import psycopg
+    from psycopg import sql
+
+    with psycopg.connect(server, autocommit=True) as admin:
+        drop = sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)")
+        admin.execute(drop.format(sql.Identifier(name)))
+        admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    return urlunsplit(urlsplit(server)._replace(path=f"/{name}"))
+
+
+def drop_database(server: str, url: str) -> None:
+    """Drop a database made by create_database, closing what is still connected to it."""
+    import psycopg
+    from psycopg import sql
+
+    name = urlsplit(url).path.lstrip("/")
+    drop = sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)")
+    with psycopg.connect(server, autocommit=True) as admin:
+        admin.execute(drop.format(sql.Identifier(name)))
+
+
+@contextmanager
+def database_url(work: Path, postgres: str | None, name: str, *, keep: bool) -> Iterator[str]:
+    """DATABASE_URL for one run: a SQLite file in `work`, or a fresh PostgreSQL database."""
+    if not postgres:
+        yield f"sqlite:///{work / 'db.sqlite3'}"
+        return
+    url = create_database(postgres, f"bench_{name}_{os.getpid()}")
+    try:
+        yield url
+    finally:
+        if keep:
+            log(f"database kept: {url}")
+        else:
+            from django.db import connections
+
+            connections.close_all()
+            drop_database(postgres, url)
+
+
 def add_portal_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of every benchmark that runs the portal (common.Portal)."""
     parser.add_argument("--elasticsearch", default=DEFAULT_ELASTICSEARCH, metavar="URL")
     parser.add_argument("--redis", default=DEFAULT_REDIS, metavar="URL", help="Celery broker")
+    add_database_argument(parser)
     parser.add_argument("--output", type=Path, help="results JSON (bench/results/...)")
     parser.add_argument("--keep", action="store_true", help="keep the work folder and indices")
 
@@ -225,8 +292,10 @@ class Portal:
         port: int = PORTAL_PORT,
         workers: int = 4,
         keep: bool = False,
+        postgres: str | None = None,
     ) -> None:
         self.name = name
+        self.postgres = postgres
         self.elasticsearch = elasticsearch.rstrip("/")
         self.redis = redis
         self.port = port
@@ -278,6 +347,10 @@ class Portal:
         self._check_services()
         self._clear_services()
         self.work.mkdir(parents=True)
+        if self.postgres:
+            self.env["DATABASE_URL"] = create_database(
+                self.postgres, f"bench_{self.name}_{os.getpid()}"
+            )
         # SIGTERM (a CI timeout, `kill`) must still stop the servers below.
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
         self.manage("migrate", "--verbosity", "0")
@@ -378,13 +451,22 @@ class Portal:
                 os.killpg(process.pid, signal.SIGKILL)
                 process.wait()
         if failed and self.work.exists():
-            log(f"work folder kept for inspection: {self.work}")
+            log(f"work folder kept for inspection: {self.work} ({self.env['DATABASE_URL']})")
         elif not self.keep:
             try:
                 self._clear_services()
             except Exception as error:  # the services may be what failed
                 log(f"could not clear the indices and queue: {error}")
             shutil.rmtree(self.work, ignore_errors=True)
+            self._drop_database()
+
+    def _drop_database(self) -> None:
+        url = self.env["DATABASE_URL"]
+        if self.postgres and not url.startswith("sqlite"):
+            try:
+                drop_database(self.postgres, url)
+            except Exception as error:  # the server may be what failed
+                log(f"could not drop {url}: {error}")
 
     def manage(self, *args: str) -> str:
         """Run a management command against this portal's database; return its stdout."""

@@ -42,6 +42,7 @@ from common import (
     Portal,
     add_portal_arguments,
     check,
+    database_name,
     event,
     finish,
     log,
@@ -79,8 +80,15 @@ class Poller:
         return root
 
     def open_change_list(self, set_path: str, base_url: str) -> str:
-        """The path of the open Change List: the one whose rs:md has no `until`."""
-        index = self.get(f"/resourcesync/{set_path}/changelist.xml")
+        """The path of the open Change List: the one whose rs:md has no `until`.
+
+        Until a second list opens, `changelist.xml` is the set's one Change
+        List itself (a urlset), not an index.
+        """
+        path = f"/resourcesync/{set_path}/changelist.xml"
+        index = self.get(path)
+        if index.tag == f"{SM}urlset":
+            return path
         check(index.tag == f"{SM}sitemapindex", f"changelist.xml is a {index.tag}")
         for sitemap in index.iter(f"{SM}sitemap"):
             if sitemap.find(f"{RS}md").get("until") is None:
@@ -136,8 +144,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "started": now_iso(),
         "machine": machine(),
     }
+    results["database_engine"] = database_name(args.postgres)
     with Portal(
-        "freshness", elasticsearch=args.elasticsearch, redis=args.redis, keep=args.keep
+        "freshness",
+        elasticsearch=args.elasticsearch,
+        redis=args.redis,
+        keep=args.keep,
+        postgres=args.postgres,
     ) as portal:
         set_path = portal.create_set("fresh")
         portal.load(set_path, args.size)

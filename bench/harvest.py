@@ -56,8 +56,8 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 WORK = REPO / "bench" / "work"
 RESULTS = REPO / "bench" / "results"
-PYTHON = REPO / ".venv" / "bin" / "python"
-RESYNC_SYNC = REPO / ".venv" / "bin" / "resync-sync"
+PYTHON = Path(sys.executable)  # the venv running the bench (a worktree may have no .venv)
+RESYNC_SYNC = PYTHON.parent / "resync-sync"
 
 FILES_PER_FOLDER = 1_000
 FIRST_LASTMOD = dt.datetime(2024, 1, 1, tzinfo=dt.UTC)

@@ -41,6 +41,7 @@ from common import (
     Portal,
     add_portal_arguments,
     check,
+    database_name,
     event,
     finish,
     log,
@@ -181,8 +182,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "started": now_iso(),
         "machine": machine(),
     }
+    results["database_engine"] = database_name(args.postgres)
     with Portal(
-        "ingest", elasticsearch=args.elasticsearch, redis=args.redis, keep=args.keep
+        "ingest",
+        elasticsearch=args.elasticsearch,
+        redis=args.redis,
+        keep=args.keep,
+        postgres=args.postgres,
     ) as portal:
         set_path = portal.create_set("ingest")
         spools = {}

@@ -4,7 +4,8 @@
         [--elasticsearch http://127.0.0.1:9250 [--index-prefix bench-rl]]
         [--change-lists] [--output FILE] [--keep]
 
-A fresh SQLite database and document store live under bench/work/ (git-ignored).
+A fresh database (SQLite in the work folder, or with `--postgres URL` a new
+PostgreSQL database on that server) and document store under bench/work/.
 N resources, each with the `created` change ingestion would have logged, are
 written with the ingestion service's batch writer. Then, per generator:
 
@@ -56,6 +57,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import add_database_argument, database_name, database_url
 
 REPO = Path(__file__).resolve().parent.parent
 WORK = REPO / "bench" / "work"
@@ -202,6 +207,17 @@ def load(resource_set, size: int) -> None:
                     )  # fmt: skip
                 resources.insert(resource_rows)
                 changes.insert(change_rows)
+    reset_sequences(Resource)
+
+
+def reset_sequences(*models) -> None:
+    """After rows written with their ids, the next default id follows them (PostgreSQL)."""
+    from django.core.management.color import no_style
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        for statement in connection.ops.sequence_reset_sql(no_style(), models):
+            cursor.execute(statement)
 
 
 def ingest(resource_set, event) -> None:
@@ -591,6 +607,7 @@ def mirror(resource_set, expected: Expected) -> dict[str, Any]:
     count = generator.count_resources(resource_set)
     check(count == expected.present, f"Elasticsearch holds {count}, not {expected.present}")
     figures["changes_per_second"] = round(figures["changes_indexed"] / figures["seconds"])
+    figures["indices"] = index_stats(generator.mirror.client)
     say("elasticsearch: indexing", figures)
     return figures
 
@@ -608,6 +625,33 @@ def index_share(keys: list[int]) -> int:
     return done
 
 
+def index_stats(client) -> dict[str, Any]:
+    """Disk and Lucene documents (nested ones included) of this bench's indices, refreshed."""
+    pattern = f"{os.environ['ELASTICSEARCH_INDEX_PREFIX']}-*"
+    client.indices.refresh(index=pattern)
+    stats = client.indices.stats(index=pattern, metric="store,docs")["indices"]
+    return {
+        name: {
+            "store_bytes": figures["primaries"]["store"]["size_in_bytes"],
+            "lucene_docs": figures["primaries"]["docs"]["count"],
+        }
+        for name, figures in stats.items()
+    }
+
+
+def database_bytes() -> int:
+    """Disk the database uses: the SQLite file and its WAL, or the PostgreSQL database."""
+    from django.db import connection
+
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_database_size(current_database())")
+            return cursor.fetchone()[0]
+    path = Path(connection.settings_dict["NAME"])
+    files = (path, path.with_name(path.name + "-wal"))
+    return sum(file.stat().st_size for file in files if file.exists())
+
+
 def drop_indices() -> None:
     from sources.generators import get_generator
 
@@ -623,10 +667,10 @@ def say(what: str, figures: dict[str, Any]) -> None:
 # Main
 
 
-def configure(work: Path, args: argparse.Namespace) -> None:
+def configure(work: Path, args: argparse.Namespace, database: str) -> None:
     os.environ["DJANGO_SETTINGS_MODULE"] = "resourcesync_portal.settings"
     os.environ["DATA_DIR"] = str(work)
-    os.environ["DATABASE_URL"] = f"sqlite:///{work / 'db.sqlite3'}"
+    os.environ["DATABASE_URL"] = database
     os.environ.setdefault("LOG_LEVEL", "WARNING")
     for name in ("CELERY_BROKER_URL", "RESOURCESYNC_STORAGE_BACKEND"):
         os.environ.pop(name, None)
@@ -656,6 +700,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--change-lists", action="store_true", help="publish Change Lists too")
     parser.add_argument("--output", type=Path, help="results JSON (bench/results/...)")
     parser.add_argument("--keep", action="store_true", help="keep the work folder and indices")
+    add_database_argument(parser)
     args = parser.parse_args(argv)
     if args.size < 10 or args.repeat < 1:
         parser.error("--size must be at least 10 and --repeat at least 1")
@@ -668,14 +713,15 @@ def main(argv: list[str] | None = None) -> int:
     output = args.output or RESULTS / f"resource_list-{stamp}.json"
     work = WORK / f"resource_list-{stamp}-{os.getpid()}"
     work.mkdir(parents=True)
-    configure(work, args)
-    try:
-        results = run(args, work)
-    finally:
-        if not args.keep:
-            if args.elasticsearch:
-                drop_indices()
-            shutil.rmtree(work, ignore_errors=True)
+    with database_url(work, args.postgres, "resource_list", keep=args.keep) as database:
+        configure(work, args, database)
+        try:
+            results = run(args, work)
+        finally:
+            if not args.keep:
+                if args.elasticsearch:
+                    drop_indices()
+                shutil.rmtree(work, ignore_errors=True)
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text(json.dumps(results, indent=2) + "\n")
     for line in summary(results):
@@ -691,6 +737,7 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     resource_set = make_set(args.change_lists)
     results: dict[str, Any] = {
         "size": args.size,
+        "database_engine": database_name(args.postgres),
         "entries_per_document": ENTRIES_PER_DOCUMENT,
         "change_lists": args.change_lists,
         "started": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -701,6 +748,7 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     with measured(figures):
         in_child(load, resource_set, args.size)
     results["load"] = figures
+    results["database_bytes"] = database_bytes()
     say("load", figures)
     expected = Expected(args.size)
     use_generator(DATABASE)
@@ -716,6 +764,16 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
 
 def summary(results: dict[str, Any]) -> Iterator[str]:
     yield f"Resource List of {results['size']:,} resources, {ENTRIES_PER_DOCUMENT:,} per page:"
+    stored = results["database_bytes"]
+    yield (
+        f"  {results['database_engine']} database after the load: {stored / 2**20:,.1f} MiB"
+        f" ({stored / results['size']:,.0f} bytes per resource with its change)"
+    )
+    for name, figures in results.get("elasticsearch_indexing", {}).get("indices", {}).items():
+        yield (
+            f"  {name}: {figures['store_bytes'] / 2**20:,.1f} MiB,"
+            f" {figures['lucene_docs']:,} Lucene documents (nested ones included)"
+        )
     for name in ("database", "elasticsearch"):
         if name not in results:
             continue

@@ -1,17 +1,21 @@
 """Run every benchmark beside its baseline and collect one results file: `make bench`.
 
-    .venv/bin/python bench/run.py [--smoke] [--only NAME ...]
-        [--es-port 9260] [--redis-port 6399] [--keep-services]
+    .venv/bin/python bench/run.py [--smoke] [--only NAME ...] [--databases sqlite,postgres]
+        [--es-port 9260] [--redis-port 6399] [--pg-port 5460] [--keep-services]
 
-Elasticsearch and Redis are started with scripts/elasticsearch.sh and
-scripts/redis.sh on their own ports (and Elasticsearch in its own
-ES_HOME_DIR), so a test suite running at the same time keeps its own; the
-ones this run started are stopped at the end. nginx and wrk come from Debian
-(apt-get) if missing. Each benchmark is its own process, given `--size` for
-the mode; its output goes to the console and to bench/work/run-<date>/.
+Elasticsearch, Redis and PostgreSQL are started with scripts/elasticsearch.sh,
+scripts/redis.sh and scripts/postgres.sh on their own ports (Elasticsearch in
+its own ES_HOME_DIR, PostgreSQL in its own data directory), so a test suite
+running at the same time keeps its own; the ones this run started are stopped
+at the end. The benchmarks that use the portal's database run once per
+database of --databases (both by default, SQLite first, one after the other
+so the two figures share the machine's state), each over a fresh database.
+nginx and wrk come from Debian (apt-get) if missing. Each benchmark is its own
+process, given `--size` for the mode; its output goes to the console and to
+bench/work/run-<date>/ (`<name>.<database>.log` for the per-database ones).
 
-A full run writes bench/results/<date>.json and appends the table (figure,
-goal, measured, baseline, ratio, met or missed) to bench/README.md. A smoke
+A full run writes bench/results/<date>.json and appends the table (database,
+figure, goal, measured, baseline, ratio, met or missed) to bench/README.md. A smoke
 run (`--smoke`, small sizes, a few minutes: CI runs it so the scripts never
 rot) writes bench/work/results/smoke-<date>.json only, so it never dirties the
 clone. The exit status is non-zero if any benchmark failed; a missed goal is
@@ -27,7 +31,7 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -49,6 +53,8 @@ class Benchmark:
     smoke: list[str]
     services: bool = False  # takes --elasticsearch and --redis
     elasticsearch_only: bool = False  # takes --elasticsearch
+    per_database: bool = False  # runs once per database (--postgres for PostgreSQL)
+    database: str = ""  # sqlite or postgres, for the runs of a per_database benchmark
     seconds: float = 0.0
     exit_code: int | None = None
     problem: str = ""  # why its figures cannot be reported; empty when it ran well
@@ -64,21 +70,22 @@ def benchmarks() -> list[Benchmark]:
         Benchmark(
             "resource_list", "resource_list.py",
             ["--size", "1000000", "--repeat", "3"], ["--size", "10000", "--repeat", "1"],
-            elasticsearch_only=True,
+            elasticsearch_only=True, per_database=True,
         ),
         Benchmark(
             "ingest", "ingest.py", ["--size", "200000"], ["--size", "5000", "--batch", "1000"],
-            services=True,
+            services=True, per_database=True,
         ),
         Benchmark(
             "freshness", "freshness.py", ["--size", "75000", "--samples", "10"],
-            ["--size", "5000", "--samples", "3"], services=True,
+            ["--size", "5000", "--samples", "3"], services=True, per_database=True,
         ),
         Benchmark(
             "serve", "serve.py", ["--size", "50000", "--duration", "10", "--rounds", "3"],
             ["--size", "10000", "--duration", "2", "--rounds", "1"], services=True,
+            per_database=True,
         ),
-        Benchmark(
+        Benchmark(  # SQLite only until notifications.py passes --postgres to its Portal
             "notifications", "notifications.py", ["--samples", "20", "--subscribers", "100"],
             ["--samples", "5", "--subscribers", "100"], services=True,
         ),
@@ -86,21 +93,42 @@ def benchmarks() -> list[Benchmark]:
             "harvest", "harvest.py", ["--size", "100000", "--resync-size", "10000"],
             ["--size", "2000", "--resync-size", "500"],
         ),
-        Benchmark(
+        Benchmark(  # SQLite only until dumps.py takes --postgres (common.database_url)
             "dumps", "dumps.py", ["--small", "100000", "--large", "1000"],
             ["--small", "2000", "--large", "20"],
         ),
-        Benchmark("scan", "scan.py", ["--size", "100000"], ["--size", "2000"]),
+        Benchmark("scan", "scan.py", ["--size", "100000"], ["--size", "2000"], per_database=True),
     ]  # fmt: skip
+
+
+DATABASES = {"sqlite": "SQLite", "postgres": "PostgreSQL"}
+
+
+def per_database(selected: list[Benchmark], databases: list[str]) -> list[Benchmark]:
+    """Each per-database benchmark once per database, one after the other."""
+    runs = []
+    for benchmark in selected:
+        if not benchmark.per_database:
+            runs.append(benchmark)
+            continue
+        runs += [replace(benchmark, database=database) for database in databases]
+    return runs
+
+
+def key(benchmark: Benchmark) -> str:
+    """Its name in the results and logs: `ingest.postgres`, `harvest`."""
+    return f"{benchmark.name}.{benchmark.database}" if benchmark.database else benchmark.name
 
 
 # Services
 
 
 class Services:
-    """Elasticsearch and Redis through scripts/*.sh; stops only what it started."""
+    """Elasticsearch, Redis and PostgreSQL through scripts/*.sh; stops only what it started."""
 
-    def __init__(self, es_port: int, redis_port: int, keep: bool) -> None:
+    def __init__(
+        self, es_port: int, redis_port: int, pg_port: int, *, postgres: bool, keep: bool
+    ) -> None:
         home = os.environ.get("BENCH_ES_HOME_DIR", str(REPO / ".cache" / "elasticsearch-bench"))
         self.env = {
             **os.environ,
@@ -108,14 +136,18 @@ class Services:
             "ES_HOME_DIR": home,
             "ES_JAVA_OPTS": os.environ.get("BENCH_ES_JAVA_OPTS", "-Xms1g -Xmx1g"),
             "REDIS_PORT": str(redis_port),
+            "PG_PORT": str(pg_port),
         }
         self.elasticsearch = f"http://127.0.0.1:{es_port}"
         self.redis = f"redis://127.0.0.1:{redis_port}/1"
+        # The cluster's maintenance database: each benchmark creates (and drops) its own.
+        self.postgres = f"postgres://resourcesync@127.0.0.1:{pg_port}/resourcesync"
+        self.names = ["elasticsearch", "redis"] + (["postgres"] if postgres else [])
         self.keep = keep
         self.started: list[str] = []
 
     def __enter__(self) -> Services:
-        for name in ("elasticsearch", "redis"):
+        for name in self.names:
             script = str(SCRIPTS / f"{name}.sh")
             status = subprocess.run(
                 [script, "status"], env=self.env, capture_output=True, check=False
@@ -139,7 +171,7 @@ class Services:
 
 
 def run_one(benchmark: Benchmark, args: argparse.Namespace, services: Services, logs: Path) -> None:
-    output = logs / f"{benchmark.name}.json"
+    output = logs / f"{key(benchmark)}.json"
     command = [sys.executable, str(REPO / "bench" / benchmark.script)]
     command += benchmark.smoke if args.smoke else benchmark.full
     command += ["--output", str(output)]
@@ -147,9 +179,11 @@ def run_one(benchmark: Benchmark, args: argparse.Namespace, services: Services, 
         command += ["--elasticsearch", services.elasticsearch, "--redis", services.redis]
     if benchmark.elasticsearch_only:
         command += ["--elasticsearch", services.elasticsearch]
-    print(f"\n=== {benchmark.name}: {' '.join(command[1:])}", flush=True)
+    if benchmark.database == "postgres":
+        command += ["--postgres", services.postgres]
+    print(f"\n=== {key(benchmark)}: {' '.join(command[1:])}", flush=True)
     started = time.perf_counter()
-    with (logs / f"{benchmark.name}.log").open("w") as log:
+    with (logs / f"{key(benchmark)}.log").open("w") as log:
         process = subprocess.Popen(
             command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
             preexec_fn=default_sigint,
@@ -173,7 +207,7 @@ def run_one(benchmark: Benchmark, args: argparse.Namespace, services: Services, 
         benchmark.problem = "exited 0 without writing its results"
     else:
         benchmark.results = json.loads(output.read_text())
-    print(f"=== {benchmark.name}: exit {benchmark.exit_code} in {benchmark.seconds} s", flush=True)
+    print(f"=== {key(benchmark)}: exit {benchmark.exit_code} in {benchmark.seconds} s", flush=True)
 
 
 def default_sigint() -> None:
@@ -280,38 +314,42 @@ def harvest_rows(results: dict[str, Any]) -> list[dict[str, Any]]:
     ]
 
 
-def table_rows(runs: dict[str, Benchmark]) -> list[dict[str, Any]]:
+def table_rows(runs: list[Benchmark]) -> list[dict[str, Any]]:
+    """Every run's rows, each naming the database it ran on ("" when it uses none)."""
     rows = []
-    baseline = runs.get("resync_baseline")
-    baseline_results = baseline.results if baseline else {}
-    for benchmark in runs.values():
-        if benchmark.problem:
-            rows.append(row("", benchmark.name, "", f"FAILED ({benchmark.problem})", met=False))
-            continue
-        try:
-            if benchmark.name == "resource_list":
-                rows += resource_list_rows(benchmark.results, baseline_results)
-            elif benchmark.name == "harvest":
-                rows += harvest_rows(benchmark.results)
-            else:
-                rows += benchmark.results["rows"]
-        except (KeyError, TypeError, ZeroDivisionError) as error:
-            # The script's JSON changed shape: say so instead of guessing.
-            benchmark.problem = f"unreadable results: {error!r}"
-            rows.append(row("", benchmark.name, "", f"unreadable results ({error!r})", met=False))
+    baseline_results = next((b.results for b in runs if b.name == "resync_baseline"), {})
+    for benchmark in runs:
+        database = DATABASES.get(benchmark.database, "")
+        lines = benchmark_rows(benchmark, baseline_results)
+        rows += [{**line, "database": database} for line in lines]
     return rows
+
+
+def benchmark_rows(benchmark: Benchmark, baseline_results: dict[str, Any]) -> list[dict[str, Any]]:
+    if benchmark.problem:
+        return [row("", key(benchmark), "", f"FAILED ({benchmark.problem})", met=False)]
+    try:
+        if benchmark.name == "resource_list":
+            return resource_list_rows(benchmark.results, baseline_results)
+        if benchmark.name == "harvest":
+            return harvest_rows(benchmark.results)
+        return list(benchmark.results["rows"])
+    except (KeyError, TypeError, ZeroDivisionError) as error:
+        # The script's JSON changed shape: say so instead of guessing.
+        benchmark.problem = f"unreadable results: {error!r}"
+        return [row("", key(benchmark), "", f"unreadable results ({error!r})", met=False)]
 
 
 def markdown(rows: list[dict[str, Any]]) -> str:
     lines = [
-        "| Item | Figure | Goal | Measured | Baseline | Ratio | Met |",
-        "|---|---|---|---|---|---|---|",
+        "| Item | Database | Figure | Goal | Measured | Baseline | Ratio | Met |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for line in rows:
         verdict = {True: "met", False: "**MISSED**", None: "—"}[line["met"]]
         ratio = "" if line["ratio"] is None else f"{line['ratio']:g}x"
-        cells = [line["item"], line["figure"], line["goal"], line["measured"], line["baseline"],
-                 ratio, verdict]  # fmt: skip
+        cells = [line["item"], line["database"], line["figure"], line["goal"], line["measured"],
+                 line["baseline"], ratio, verdict]  # fmt: skip
         lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |")
     return "\n".join(lines)
 
@@ -326,7 +364,11 @@ def commit() -> str:
 
 def append_to_readme(report: dict[str, Any], table: str) -> None:
     failed = [name for name, run in report["benchmarks"].items() if run["problem"]]
-    missed = [line["figure"] for line in report["rows"] if line["met"] is False and line["item"]]
+    missed = [
+        f"{line['figure']} ({line['database']})" if line["database"] else line["figure"]
+        for line in report["rows"]
+        if line["met"] is False and line["item"]
+    ]
     verdicts = []
     if failed:
         verdicts.append(f"**Failed** (no figures): {', '.join(failed)}.")
@@ -345,17 +387,34 @@ def append_to_readme(report: dict[str, Any], table: str) -> None:
         readme.write(section)
 
 
+def database_list(text: str) -> list[str]:
+    """`--databases sqlite,postgres`: known names, each once, in the order given."""
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    unknown = [name for name in names if name not in DATABASES]
+    if not names or unknown or len(set(names)) != len(names):
+        raise argparse.ArgumentTypeError(
+            f"a comma-separated list of {', '.join(DATABASES)}, each once (got {text!r})"
+        )
+    return names
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--smoke", action="store_true", help="small sizes, results not kept in git")
     parser.add_argument("--only", nargs="+", metavar="NAME", help="run these benchmarks only")
     parser.add_argument("--es-port", type=int, default=9260)
     parser.add_argument("--redis-port", type=int, default=6399)
-    parser.add_argument("--keep-services", action="store_true", help="leave ES and Redis running")
+    parser.add_argument("--pg-port", type=int, default=5460)
+    parser.add_argument(
+        "--databases", type=database_list, default=list(DATABASES), metavar="sqlite,postgres",
+        help="the databases the per-database benchmarks run on, in order (both)",
+    )  # fmt: skip
+    parser.add_argument("--keep-services", action="store_true", help="leave the services running")
     args = parser.parse_args(argv)
-    selected = [b for b in benchmarks() if not args.only or b.name in args.only]
-    if args.only and len(selected) != len(args.only):
+    chosen = [b for b in benchmarks() if not args.only or b.name in args.only]
+    if args.only and len(chosen) != len(args.only):
         parser.error(f"known benchmarks: {', '.join(b.name for b in benchmarks())}")
+    selected = per_database(chosen, args.databases)
 
     # A TERM (CI timeout, kill) unwinds like Ctrl-C: benchmarks and services are stopped.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
@@ -372,14 +431,20 @@ def main(argv: list[str] | None = None) -> int:
         "commit": commit(),
         "machine": machine(),
     }
-    with Services(args.es_port, args.redis_port, args.keep_services) as services:
+    postgres = any(b.database == "postgres" for b in selected)
+    with Services(
+        args.es_port, args.redis_port, args.pg_port, postgres=postgres, keep=args.keep_services
+    ) as services:
         report["services"] = {"elasticsearch": services.elasticsearch, "redis": services.redis}
+        if postgres:
+            report["services"]["postgres"] = services.postgres
+        report["databases"] = args.databases
         for benchmark in selected:
             run_one(benchmark, args, services, logs)
-    runs = {benchmark.name: benchmark for benchmark in selected}
-    report["rows"] = table_rows(runs)
+    report["rows"] = table_rows(selected)
     report["benchmarks"] = {
-        b.name: {
+        key(b): {
+            "database": b.database,
             "exit_code": b.exit_code,
             "problem": b.problem,
             "seconds": b.seconds,
@@ -396,7 +461,7 @@ def main(argv: list[str] | None = None) -> int:
     table = markdown(report["rows"])
     if not args.smoke and not args.only:
         append_to_readme(report, table)
-    failed = [b.name for b in selected if b.problem]
+    failed = [key(b) for b in selected if b.problem]
     if args.smoke:
         print("\nSmoke sizes: the verdicts below are indicative only (goals are for full sizes).")
     print(f"\n{table}\n")

@@ -32,17 +32,30 @@ from typing import Any
 BENCH = Path(__file__).resolve().parent
 sys.path[:0] = [str(BENCH), str(BENCH.parent)]
 
-from common import REPO, RESULTS, WORK, check, finish, log, machine, now_iso, row  # noqa: E402
+from common import (  # noqa: E402
+    REPO,
+    RESULTS,
+    WORK,
+    add_database_argument,
+    check,
+    database_name,
+    database_url,
+    finish,
+    log,
+    machine,
+    now_iso,
+    row,
+)
 
 URL_PREFIX = "http://data.example.org/bench/scan/"
 PER_FOLDER = 1000
 GOAL_RATIO = 0.10
 
 
-def configure(work: Path) -> None:
+def configure(work: Path, database: str) -> None:
     os.environ["DJANGO_SETTINGS_MODULE"] = "resourcesync_portal.settings"
     os.environ["DATA_DIR"] = str(work)
-    os.environ["DATABASE_URL"] = f"sqlite:///{work / 'db.sqlite3'}"
+    os.environ["DATABASE_URL"] = database
     os.environ.setdefault("LOG_LEVEL", "WARNING")
     for name in ("CELERY_BROKER_URL", "RESOURCESYNC_STORAGE_BACKEND", "ELASTICSEARCH_URL"):
         os.environ.pop(name, None)
@@ -123,6 +136,7 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     log(f"wrote {args.size:,} files in {time.perf_counter() - started:.1f} s")
     resource_set = make_set(root)
     results: dict[str, Any] = {"benchmark": "scan", "size": args.size, "changed": args.changed}
+    results["database_engine"] = database_name(args.postgres)
     results["started"], results["machine"] = now_iso(), machine()
     none = {"created": 0, "updated": 0, "deleted": 0}
     results["first"] = timed_scan(
@@ -180,6 +194,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--changed", type=int, default=100, help="files changed before the rescan")
     parser.add_argument("--output", type=Path, help="results JSON (bench/results/...)")
     parser.add_argument("--keep", action="store_true", help="keep the work folder")
+    add_database_argument(parser)
     args = parser.parse_args(argv)
     if args.size < 10 or not 0 < args.changed <= args.size:
         parser.error("--size must be at least 10 and --changed within 1..size")
@@ -191,12 +206,13 @@ def main(argv: list[str] | None = None) -> int:
     stamp = datetime.now().strftime("%Y-%m-%dT%H%M%S")
     work = WORK / f"scan-{stamp}-{os.getpid()}"
     work.mkdir(parents=True)
-    configure(work)
-    try:
-        results = run(args, work)
-    finally:
-        if not args.keep:
-            shutil.rmtree(work, ignore_errors=True)
+    with database_url(work, args.postgres, "scan", keep=args.keep) as database:
+        configure(work, database)
+        try:
+            results = run(args, work)
+        finally:
+            if not args.keep:
+                shutil.rmtree(work, ignore_errors=True)
     finish(results, args.output or RESULTS / f"scan-{stamp}.json", "scan")
     return 0
 

@@ -55,6 +55,7 @@ from common import (
     Portal,
     add_portal_arguments,
     check,
+    database_name,
     finish,
     log,
     machine,
@@ -375,8 +376,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "started": now_iso(),
         "machine": machine(),
     }
+    results["database_engine"] = database_name(args.postgres)
     with Portal(
-        "serve", elasticsearch=args.elasticsearch, redis=args.redis, keep=args.keep
+        "serve",
+        elasticsearch=args.elasticsearch,
+        redis=args.redis,
+        keep=args.keep,
+        postgres=args.postgres,
     ) as portal:
         page = prepare(portal, args.size)
         with Nginx(portal, portal.work / "nginx"):

@@ -3,11 +3,16 @@
 The ORM's bulk_create prepares every value through several layers (about
 20 µs each), which caps ingestion near 1,000 events/s; here each column gets
 its backend's adapter once and the driver runs one prepared statement.
+
+On PostgreSQL the statement runs on a cursor that binds values on the
+server: Django's own cursor binds them on the client, quoting every value
+in Python, which was three quarters of an event's write time there.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any, Generic, NamedTuple, TypeVar
 
@@ -15,6 +20,11 @@ import orjson
 from django.db import connection, models
 
 from .models import Resource
+
+try:  # in the requirements; only PostgreSQL uses it
+    from psycopg.types.json import Jsonb
+except ImportError:  # pragma: no cover
+    Jsonb = None
 
 Adapter = Callable[[Any], Any]
 Row = TypeVar("Row", bound=NamedTuple)
@@ -36,6 +46,11 @@ def _sqlite_json(value: Any) -> str:
     return orjson.dumps(value).decode()
 
 
+def _postgres_json(value: Any) -> Any:
+    """A jsonb parameter serialised by orjson (the stored jsonb is the same)."""
+    return Jsonb(value, dumps=orjson.dumps)
+
+
 def _adapter(field: models.Field) -> Adapter | None:
     ops = connection.ops
     # SQLite stores text; in UTC, as the fast adapters assume, unless told otherwise.
@@ -45,6 +60,8 @@ def _adapter(field: models.Field) -> Adapter | None:
     if isinstance(field, models.JSONField):
         if connection.vendor == "sqlite" and field.encoder is None:
             return _sqlite_json
+        if connection.vendor == "postgresql" and field.encoder is None:
+            return _postgres_json
         return lambda value: ops.adapt_json_value(value, field.encoder)
     return None
 
@@ -78,6 +95,7 @@ class BulkWriter(Generic[Row]):
         placeholders = ", ".join(["%s"] * len(columns))
         # Identifiers come from the model's metadata, quoted; values are parameters.
         self.insert_sql = f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({placeholders})"  # noqa: S608
+        self.copy_sql = f"COPY {table} ({', '.join(columns)}) FROM STDIN"
         assignments = ", ".join(f"{column} = %s" for column in columns)
         self.update_sql = f"UPDATE {table} SET {assignments} WHERE {quote(meta.pk.column)} = %s"  # noqa: S608
 
@@ -93,20 +111,47 @@ class BulkWriter(Generic[Row]):
         return adapted
 
     def insert(self, rows: Sequence[Row]) -> None:
-        if rows:
-            values = self._adapt(rows)
-            with connection.cursor() as cursor:
+        if not rows:
+            return
+        values = self._adapt(rows)
+        with batch_cursor() as cursor:
+            if connection.vendor == "postgresql":
+                # COPY: one stream of rows, no statement per row.
+                with cursor.copy(self.copy_sql) as copy:
+                    for row in values:
+                        copy.write_row(row)
+            else:
                 cursor.executemany(self.insert_sql, values)
 
     def update(self, rows: Sequence[Row], keys: Sequence[int]) -> None:
         """Set the fields of the rows with these primary keys (same order)."""
         if rows:
             values = self._adapt(rows)
-            with connection.cursor() as cursor:
+            with batch_cursor() as cursor:
                 cursor.executemany(
                     self.update_sql,
                     [[*row, key] for row, key in zip(values, keys, strict=True)],
                 )
+
+
+@contextmanager
+def batch_cursor() -> Iterator[Any]:
+    """A cursor for `executemany`, in the current transaction, raising Django's errors.
+
+    On PostgreSQL it binds on the server (psycopg's `Cursor`; Django's binds on
+    the client), so values are sent as they are, in a pipeline. Django's
+    execute wrappers (query logging) do not see these statements.
+    """
+    if connection.vendor != "postgresql":
+        with connection.cursor() as cursor:
+            yield cursor
+        return
+    import psycopg
+
+    connection.ensure_connection()
+    connection.validate_no_broken_transaction()
+    with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:
+        yield cursor
 
 
 def keys_by_uri(resource_set_id: int, uris: Sequence[str]) -> dict[str, int]:

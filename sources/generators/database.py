@@ -42,10 +42,14 @@ def _lastmod_column() -> tuple[str, Callable[[Any], datetime]]:
 
     SQLite stores naive UTC text, which Django's converter parses slowly and
     leaves naive: reading it with a `+00:00` appended makes one C call of it.
+    PostgreSQL's `timestamptz` goes through Django's Python-level loader (a
+    fifth of a page's build): read as UTC text, it is the same one C call.
     """
     column = connection.ops.quote_name(Resource._meta.get_field("lastmod").column)
     if connection.vendor == "sqlite":
         return f"{column} || '+00:00'", datetime.fromisoformat
+    if connection.vendor == "postgresql":
+        return f"({column} AT TIME ZONE 'UTC')::text || '+00:00'", datetime.fromisoformat
     return column, _datetime
 
 

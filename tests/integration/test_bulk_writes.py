@@ -1,0 +1,112 @@
+"""The ingestion writer stores what the ORM reads back, on each database the suite runs on.
+
+On PostgreSQL the writer bypasses Django's cursor (server-side binding,
+COPY for inserts); these tests hold it to the same rows and the same errors.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta, timezone
+
+import pytest
+from django.db import IntegrityError, transaction
+
+from sources.bulk import BulkWriter, keys_by_uri
+from sources.models import Change, Resource
+from sources.services import ChangeRow, ResourceRow
+from tests.support import make_set
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+NOW = datetime(2026, 1, 2, 3, 4, 5, 123456, tzinfo=UTC)
+ELSEWHERE = datetime(2025, 6, 1, 12, 0, tzinfo=timezone(timedelta(hours=5, minutes=30)))
+LINKS = [
+    {"rel": "describedby", "href": {"type": "url", "value": 'http://x/é"<&\u2028'}, "uri": "u"},
+    {"rel": "alternate", "href": {"type": "url", "value": "http://x/b"}, "mime": "text/html"},
+]
+
+
+def resource_row(set_id: int, n: int, **fields) -> ResourceRow:
+    values = {
+        "resource_set": set_id, "uri": f"http://x/{n}", "location_type": "url",
+        "location_value": f"http://x/{n}", "length": n, "md5": f"{n:032x}", "sha256": "",
+        "mime": "text/plain", "lastmod": ELSEWHERE, "ln": LINKS, "timestamp": NOW,
+    }  # fmt: skip
+    return ResourceRow(**{**values, **fields})
+
+
+def change_row(set_id: int, n: int, event_id: str) -> ChangeRow:
+    return ChangeRow(
+        resource_set=set_id, resource_key=None, change="deleted", location_type="url",
+        location_value=f"http://x/{n}", uri=f"http://x/{n}", length=None, md5="", sha256="",
+        mime="", lastmod=None, ln=[], datetime=NOW, timestamp=NOW, event_id=event_id,
+        indexed=False,
+    )  # fmt: skip
+
+
+def test_inserted_and_updated_rows_read_back_as_written():
+    resource_set = make_set()
+    writer = BulkWriter(Resource, ResourceRow)
+
+    writer.insert([resource_row(resource_set.pk, n) for n in range(3)])
+    keys = keys_by_uri(resource_set.pk, ["http://x/1"])
+    writer.update(
+        [resource_row(resource_set.pk, 1, ln=[], length=7, mime="")], [keys["http://x/1"]]
+    )
+
+    stored = {r.uri: r for r in Resource.objects.filter(resource_set=resource_set)}
+    assert set(stored) == {"http://x/0", "http://x/1", "http://x/2"}
+    first = stored["http://x/0"]
+    assert (first.ln, first.lastmod, first.timestamp, first.length) == (LINKS, ELSEWHERE, NOW, 0)
+    assert (stored["http://x/1"].ln, stored["http://x/1"].length) == ([], 7)
+    assert stored["http://x/1"].mime == ""
+
+
+def test_changes_get_ids_from_the_sequence_after_the_orms():
+    resource_set = make_set()
+    before = Change.objects.create(**change_row(resource_set.pk, 0, "a")._asdict() | {
+        "resource_set": resource_set})  # fmt: skip
+
+    BulkWriter(Change, ChangeRow).insert([change_row(resource_set.pk, n, "") for n in (1, 2)])
+
+    ids = list(
+        Change.objects.filter(resource_set=resource_set).order_by("id").values_list("id", "uri")
+    )
+    assert ids[0] == (before.pk, "http://x/0")
+    assert [uri for _, uri in ids[1:]] == ["http://x/1", "http://x/2"]
+    assert ids[1][0] > before.pk
+
+
+def test_a_duplicate_is_djangos_integrity_error_and_leaves_nothing():
+    resource_set = make_set()
+    writer = BulkWriter(Change, ChangeRow)
+    writer.insert([change_row(resource_set.pk, 0, "same")])
+
+    with pytest.raises(IntegrityError), transaction.atomic():
+        writer.insert(
+            [change_row(resource_set.pk, 1, "other"), change_row(resource_set.pk, 2, "same")]
+        )
+
+    assert list(Change.objects.values_list("event_id", flat=True)) == ["same"]
+
+
+@pytest.mark.parametrize(
+    "lastmod",
+    [
+        ELSEWHERE,
+        NOW,
+        datetime(99, 1, 2, 3, 4, 5, 6, tzinfo=UTC),
+        datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC),
+    ],
+)
+def test_the_database_generator_reads_lastmod_back_in_utc(lastmod):
+    from sources.generators.database import DatabaseGenerator
+
+    resource_set = make_set()
+    BulkWriter(Resource, ResourceRow).insert(
+        [resource_row(resource_set.pk, 1, lastmod=lastmod, ln=[])]
+    )
+
+    (record,) = DatabaseGenerator().iter_resources(resource_set)
+
+    assert record.lastmod == lastmod and record.lastmod.tzinfo is UTC
