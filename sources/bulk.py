@@ -18,13 +18,9 @@ from typing import Any, Generic, NamedTuple, TypeVar
 
 import orjson
 from django.db import connection, models
+from psycopg.types.json import Jsonb  # in the requirements; only PostgreSQL uses it
 
 from .models import Resource
-
-try:  # in the requirements; only PostgreSQL uses it
-    from psycopg.types.json import Jsonb
-except ImportError:  # pragma: no cover
-    Jsonb = None
 
 Adapter = Callable[[Any], Any]
 Row = TypeVar("Row", bound=NamedTuple)
