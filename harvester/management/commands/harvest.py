@@ -48,35 +48,7 @@ class Command(BaseCommand):
         parser.add_argument(
             "config", help="the harvester's YAML configuration file (see harvest.example.yaml)"
         )
-        modes = parser.add_mutually_exclusive_group()
-        modes.add_argument(
-            "--baseline",
-            action="store_const",
-            dest="mode",
-            const=Mode.BASELINE,
-            help="copy everything (from the Resource Dump if any, else the Resource List)",
-        )
-        modes.add_argument(
-            "--incremental",
-            action="store_const",
-            dest="mode",
-            const=Mode.INCREMENTAL,
-            help="apply changes (from the Change Dump if any, else the Change List)",
-        )
-        modes.add_argument(
-            "--audit",
-            action="store_const",
-            dest="mode",
-            const=Mode.AUDIT,
-            help="compare the destination with the Resource List; change nothing",
-        )
-        modes.add_argument(
-            "--follow",
-            action="store_const",
-            dest="mode",
-            const="follow",
-            help="catch up, then apply change notifications as they arrive (WebSub) until Ctrl-C",
-        )
+        self._add_modes(parser)
         parser.add_argument(
             "--from",
             dest="range_from",
@@ -104,6 +76,22 @@ class Command(BaseCommand):
         parser.add_argument(
             "--json", action="store_true", help="print the report as JSON on stdout"
         )
+
+    @staticmethod
+    def _add_modes(parser: CommandParser) -> None:
+        """One of the modes; none: baseline first, incremental after (run_harvest decides)."""
+        modes = parser.add_mutually_exclusive_group()
+        for flag, mode, text in (
+            ("--baseline", Mode.BASELINE, "copy everything (from the Resource Dump if any, "
+             "else the Resource List)"),
+            ("--incremental", Mode.INCREMENTAL, "apply changes (from the Change Dump if any, "
+             "else the Change List)"),
+            ("--audit", Mode.AUDIT, "compare the destination with the Resource List; "
+             "change nothing"),
+            ("--follow", "follow", "catch up, then apply change notifications as they arrive "
+             "(WebSub) until Ctrl-C"),
+        ):  # fmt: skip
+            modes.add_argument(flag, action="store_const", dest="mode", const=mode, help=text)
 
     def handle(self, *args: Any, **options: Any) -> None:
         try:
