@@ -280,21 +280,31 @@ def build_resource_list_index(
     completed: datetime | None = None,
 ) -> bytes:
     """A Resource List Index: same capability as its parts; at/completed cover the whole run."""
+    return _snapshot_index(
+        Capability.RESOURCE_LIST, parts, at, completed, capability_list_url, "a Resource List Index"
+    )
+
+
+def _snapshot_index(
+    capability: Capability,
+    parts: Iterable[ResourceListPart],
+    at: datetime,
+    completed: datetime | None,
+    capability_list_url: str,
+    name: str,
+) -> bytes:
+    """An index of snapshot documents (Resource Lists or Resource Dumps), each with at/completed."""
     _check_snapshot(at, completed)
     writer = DocumentWriter("sitemapindex")
     header = writer.start(
-        {
-            "capability": Capability.RESOURCE_LIST,
-            "at": w3c_datetime(at),
-            "completed": _time(completed),
-        },
+        {"capability": capability, "at": w3c_datetime(at), "completed": _time(completed)},
         _links(("up", capability_list_url)),
     )
     entries = (
         writer.entry(part.loc, md={"at": w3c_datetime(part.at), "completed": _time(part.completed)})
         for part in parts
     )
-    return _single_page(header, writer.end(), entries, "a Resource List Index")
+    return _single_page(header, writer.end(), entries, name)
 
 
 # Change List and its index
@@ -565,21 +575,9 @@ def build_resource_dump_index(
     completed: datetime | None = None,
 ) -> bytes:
     """A Resource Dump Index (by analogy with a Resource List Index): one entry per dump."""
-    _check_snapshot(at, completed)
-    writer = DocumentWriter("sitemapindex")
-    header = writer.start(
-        {
-            "capability": Capability.RESOURCE_DUMP,
-            "at": w3c_datetime(at),
-            "completed": _time(completed),
-        },
-        _links(("up", capability_list_url)),
+    return _snapshot_index(
+        Capability.RESOURCE_DUMP, parts, at, completed, capability_list_url, "a Resource Dump Index"
     )
-    entries = (
-        writer.entry(part.loc, md={"at": w3c_datetime(part.at), "completed": _time(part.completed)})
-        for part in parts
-    )
-    return _single_page(header, writer.end(), entries, "a Resource Dump Index")
 
 
 def build_change_dump_index(
