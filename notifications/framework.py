@@ -10,7 +10,7 @@ Resource List (or Change List) is its own document at `resourcelist.xml`
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -82,44 +82,45 @@ def dumps(resource_set: ResourceSet, kind: str) -> list[ServedDocument]:
 def change_lists(resource_set: ResourceSet) -> list[ServedDocument]:
     """The lists under `changelist.xml` (archived ones too: they are still served), or
     `changelist.xml` itself while the set has one list and no archive."""
-    pages = list(ChangeListPage.objects.filter(resource_set=resource_set).exclude(storage_name=""))
-    index_url = links.change_list_url(resource_set)
-    if len(pages) > 1:
-        return [
-            ServedDocument(
-                links.change_list_page_url(resource_set, page.number),
-                Capability.CHANGE_LIST,
-                page.etag,
-                index_url,
-            )
-            for page in pages
-        ]
-    single = IndexDocument.objects.filter(
-        resource_set=resource_set, kind=IndexDocument.Kind.CHANGE_LIST
-    ).exclude(storage_name="")
-    return [ServedDocument(index_url, Capability.CHANGE_LIST, doc.etag) for doc in single]
+    return _lists(
+        resource_set,
+        ChangeListPage,
+        Capability.CHANGE_LIST,
+        links.change_list_url(resource_set),
+        links.change_list_page_url,
+    )
 
 
 def resource_lists(resource_set: ResourceSet) -> list[ServedDocument]:
     """The parts under `resourcelist.xml`, or `resourcelist.xml` itself while it is one list."""
-    pages = list(
-        ResourceListPage.objects.filter(resource_set=resource_set).exclude(storage_name="")
+    return _lists(
+        resource_set,
+        ResourceListPage,
+        Capability.RESOURCE_LIST,
+        links.resource_list_url(resource_set),
+        links.resource_list_page_url,
     )
-    index_url = links.resource_list_url(resource_set)
+
+
+def _lists(
+    resource_set: ResourceSet,
+    page_model: type[ChangeListPage] | type[ResourceListPage],
+    capability: Capability,
+    index_url: str,
+    page_url: Callable[[ResourceSet, int], str],
+) -> list[ServedDocument]:
+    """A set's written pages of one kind under their index, or the index alone while it
+    is the one list (an index itself is never announced)."""
+    pages = list(page_model.objects.filter(resource_set=resource_set).exclude(storage_name=""))
     if len(pages) > 1:
         return [
-            ServedDocument(
-                links.resource_list_page_url(resource_set, page.number),
-                Capability.RESOURCE_LIST,
-                page.etag,
-                index_url,
-            )
+            ServedDocument(page_url(resource_set, page.number), capability, page.etag, index_url)
             for page in pages
         ]
-    single = IndexDocument.objects.filter(
-        resource_set=resource_set, kind=IndexDocument.Kind.RESOURCE_LIST
-    ).exclude(storage_name="")
-    return [ServedDocument(index_url, Capability.RESOURCE_LIST, doc.etag) for doc in single]
+    single = IndexDocument.objects.filter(resource_set=resource_set, kind=capability.value)
+    return [
+        ServedDocument(index_url, capability, doc.etag) for doc in single.exclude(storage_name="")
+    ]
 
 
 def changes_since_announced(
