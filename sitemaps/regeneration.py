@@ -54,6 +54,7 @@ from .protocol.builders import (
     build_resource_list,
     build_resource_list_index,
 )
+from .ranges import key_range, split_row
 from .signals import documents_changed
 from .storage import delete_document, save_document
 
@@ -175,10 +176,6 @@ class StoredPage:
     entries: int
     size: int
     last_key: int | None
-
-
-def key_range(page: ResourceListPage) -> KeyRange:
-    return KeyRange(after=page.after_key, through=page.through_key)
 
 
 #: In a forked page builder: the run it was forked from.
@@ -348,21 +345,7 @@ class RegenerationRun:
         self, pages: list[ResourceListPage], page: ResourceListPage, last_key: int
     ) -> ResourceListPage:
         """Close `page` at `last_key`; a new page after it takes the rest. One transaction."""
-        position = pages.index(page)
-        head, rest = planning.split([key_range(p) for p in pages], position, last_key)[
-            position : position + 2
-        ]
-        with transaction.atomic():
-            page.through_key = head.through
-            page.save(update_fields=["through_key"])
-            created = ResourceListPage.objects.create(
-                resource_set=self.resource_set,
-                number=self.next_number(pages),
-                after_key=rest.after,
-                through_key=rest.through,
-            )
-        pages.insert(position + 1, created)
-        return created
+        return split_row(pages, page, last_key, resource_set=self.resource_set)
 
     def merge_page(self, pages: list[ResourceListPage], page: ResourceListPage) -> None:
         """An emptied page gives its key range to the next page and goes. One transaction."""
@@ -486,9 +469,6 @@ class RegenerationRun:
         name, etag = save_document(self.directory, public_name, result.content)
         last_key = result.last_record.key if result.last_record is not None else None
         return StoredPage(name, etag, result.entries, len(result.content), last_key)
-
-    def next_number(self, pages: list[ResourceListPage]) -> int:
-        return max(page.number for page in pages) + 1
 
     def store_page(self, page: ResourceListPage, stored: StoredPage, in_index: bool) -> None:
         """Point the page at its saved document."""

@@ -24,16 +24,13 @@ from sitemaps.protocol.builders import (
     resource_entry,
 )
 from sitemaps.protocol.records import ResourceRecord
+from sitemaps.ranges import key_range, split_row
 from sources.resource_files import relative_path
 
 from .job import DumpJob
 from .packaging import Item, plan_package
 
 RESOURCES_FOLDER = "/resources/"
-
-
-def key_range(package: ResourcePackage) -> KeyRange:
-    return KeyRange(after=package.after_key, through=package.through_key)
 
 
 class ResourceDumpWriter:
@@ -147,20 +144,7 @@ class ResourceDumpWriter:
         self, packages: list[ResourcePackage], package: ResourcePackage, last_key: int
     ) -> ResourcePackage:
         """Close `package` at `last_key`; a new package after it takes the rest."""
-        position = packages.index(package)
-        ranges = planning.split([key_range(p) for p in packages], position, last_key)
-        head, rest = ranges[position : position + 2]
-        with transaction.atomic():
-            package.through_key = head.through
-            package.save(update_fields=["through_key"])
-            created = ResourcePackage.objects.create(
-                resource_set=self.resource_set,
-                number=max(p.number for p in packages) + 1,
-                after_key=rest.after,
-                through_key=rest.through,
-            )
-        packages.insert(position + 1, created)
-        return created
+        return split_row(packages, package, last_key, resource_set=self.resource_set)
 
     def merge(self, packages: list[ResourcePackage], package: ResourcePackage) -> None:
         """An emptied package gives its range to the next one and goes."""
