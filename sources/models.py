@@ -228,6 +228,13 @@ def hash_token(key: str) -> str:
     return hashlib.sha256(key.encode()).hexdigest()
 
 
+def new_key() -> str:
+    """A random URL-safe key that no command line mistakes for an option (no leading '-')."""
+    while (key := secrets.token_urlsafe(32)).startswith("-"):
+        pass
+    return key
+
+
 class ApiToken(models.Model):
     """A bearer token of one provider (or a staff user, reaching every set)."""
 
@@ -271,7 +278,7 @@ class ApiToken(models.Model):
         cls, *, provider: DataProvider | None = None, user=None, name: str = ""
     ) -> tuple[ApiToken, str]:
         """Create a token; the plain key is returned once and never stored."""
-        key = secrets.token_urlsafe(32)
+        key = new_key()
         token = cls.objects.create(
             provider=provider, user=user, name=name, key_hash=hash_token(key), prefix=key[:8]
         )

@@ -173,3 +173,10 @@ def test_an_unavailable_cache_does_not_refuse_requests(client, protected, monkey
     key = key_of(provider=protected.provider)
 
     assert client.get(API, headers={"Authorization": f"Token {key}"}).status_code == 200
+
+
+def test_issued_keys_never_start_with_a_dash():
+    """A key starting with '-' reads as an option to every CLI (resync-sync --access-token)."""
+    provider = DataProvider.objects.create(slug="dash", name="Dash")
+    keys = [key_of(provider=provider) for _ in range(1000)]
+    assert not [key for key in keys if key.startswith("-")]

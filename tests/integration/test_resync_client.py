@@ -49,7 +49,7 @@ class Client:
         self.folder = folder
         self.copy = folder / "copy"
         folder.mkdir()
-        self.options = ["--access-token", token] if token else []
+        self.options = [f"--access-token={token}"] if token else []
 
     @property
     def mapping(self) -> str:
