@@ -24,7 +24,7 @@ from pathlib import Path
 
 import httpx
 
-from harvester.client import FetchError
+from harvester.client import FetchError, Response
 from harvester.concurrency import map_bounded
 from harvester.mapping import RESERVED_PREFIX, UnsafePathError, member_name
 from harvester.report import Action, Outcome
@@ -191,6 +191,7 @@ def _extract(
                 session.config.hash_algorithms,
                 modified=entry.lastmod,
                 limit=session.config.max_resource_bytes,
+                checked=session.folders,
             )
     except (zipfile.BadZipFile, zlib.error, EOFError) as error:
         raise VerificationError(f"corrupt member {name!r}: {error}") from error
@@ -247,7 +248,7 @@ class ResumableDownload:
             headers["If-Range"] = self.validator
         return headers
 
-    def consume(self, response: httpx.Response) -> StoredFile:
+    def consume(self, response: Response) -> StoredFile:
         resumed = response.status_code == 206 and _range_start(response) == self.received()
         if response.status_code == 206 and not resumed:
             raise VerificationError("the source answered with a range that was not asked for")
@@ -283,7 +284,7 @@ class ResumableDownload:
         return StoredFile(length=length, digests=digests, mtime_ns=self.target.stat().st_mtime_ns)
 
 
-def _range_start(response: httpx.Response) -> int | None:
+def _range_start(response: Response) -> int | None:
     """Where a 206 answer's bytes start (`Content-Range: bytes <start>-<end>/<size>`)."""
     unit, _, spec = response.headers.get("Content-Range", "").partition(" ")
     start = spec.partition("-")[0]

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from harvester.client import HarvestClient
 from harvester.config import HarvestConfig
+from harvester.mapping import CheckedFolders
 from harvester.report import DEFERRED, NoProgress, Outcome, Progress, SyncReport
 from harvester.state import LocalCopy, SyncState, save_state
 
@@ -31,6 +32,8 @@ class HarvestSession:
     #: A baseline reading a live source: a resource gone or changed since the
     #: Resource List is left to the incremental run, not failed.
     defer_changes: bool = False
+    #: Folders under the destination already checked for links in this run.
+    folders: CheckedFolders = field(default_factory=CheckedFolders)
     _last_checkpoint: float = field(default_factory=time.monotonic)
     _checkpoint_interval: float = CHECKPOINT_SECONDS
 

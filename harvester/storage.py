@@ -13,14 +13,14 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import itertools
 import os
 import stat
-import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harvester.mapping import UnsafePathError, make_parents, refuse_symlinks
+from harvester.mapping import CheckedFolders, UnsafePathError, make_parents, refuse_symlinks
 from sitemaps.protocol.reader import ParsedEntry
 
 #: ResourceSync hash names and their hashlib equivalents.
@@ -30,9 +30,9 @@ TEMP_SUFFIX = ".part"
 CHUNK_SIZE = 64 * 1024
 #: What `open()` would create before the umask: read and write for everyone.
 NEW_FILE_MODE = 0o666
-# os.umask can only be read by setting it; done once, before any thread writes files.
-_UMASK_AT_IMPORT = os.umask(0o022)
-os.umask(_UMASK_AT_IMPORT)
+_TEMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+#: Temporary names differ by process id and this counter (`next` on it is thread-safe).
+_TEMP_NUMBERS = itertools.count()
 
 
 class VerificationError(Exception):
@@ -84,52 +84,76 @@ def write_verified(
     *,
     modified: dt.datetime | None = None,
     limit: int | None = None,
+    checked: CheckedFolders | None = None,
 ) -> StoredFile:
-    """Write `chunks` to `target` if they match `expected` and `limit`; else leave any old copy."""
+    """Write `chunks` to `target` if they match `expected` and `limit`; else leave any old copy.
+
+    No fsync: a copy is recorded in the state only once it is at its final
+    path, and a crash before the state is saved leaves copies that the next
+    run checks against their digests instead of downloading again.
+    """
     if limit is not None and expected.length is not None and expected.length > limit:
         raise SizeLimitError(f"the source lists {expected.length} bytes, over", limit)
-    make_parents(destination, target)
+    make_parents(destination, target, checked)
     hashers = _hashers({*algorithms, *expected.hashes})
-    handle, temp_name = tempfile.mkstemp(dir=target.parent, prefix=TEMP_PREFIX, suffix=TEMP_SUFFIX)
-    temp_path = Path(temp_name)
+    handle, temp_path = _create_temporary(target.parent)
     try:
-        length = 0
-        with os.fdopen(handle, "wb") as out:
-            for chunk in chunks:
-                length += len(chunk)
-                if limit is not None and length > limit:
-                    raise SizeLimitError("larger than", limit)
-                if expected.length is not None and length > expected.length:
-                    raise VerificationError(
-                        f"more than the listed length of {expected.length} bytes"
-                    )
-                out.write(chunk)
-                for hasher in hashers.values():
-                    hasher.update(chunk)
+        length = _write_all(handle, chunks, hashers.values(), expected.length, limit)
         digests = {name: hasher.hexdigest() for name, hasher in hashers.items()}
         check(expected, length, digests)
-        os.chmod(temp_path, NEW_FILE_MODE & ~current_umask())
         if modified is not None:
             timestamp = modified.timestamp()
-            os.utime(temp_path, (timestamp, timestamp))
-        _refuse_non_file(destination, target)
+            os.utime(handle, (timestamp, timestamp))
+        mtime_ns = os.fstat(handle).st_mtime_ns
+        os.close(handle)
+        handle = -1
+        _refuse_non_file(destination, target, checked)
         os.replace(temp_path, target)
     except BaseException:
-        temp_path.unlink(missing_ok=True)
+        if handle >= 0:
+            os.close(handle)
+        os.unlink(temp_path)
         raise
-    return StoredFile(length=length, digests=digests, mtime_ns=os.stat(target).st_mtime_ns)
+    return StoredFile(length=length, digests=digests, mtime_ns=mtime_ns)
 
 
-def current_umask() -> int:
-    """The process's umask, read without changing it (Linux), else as found at import."""
-    try:
-        with open("/proc/self/status", encoding="ascii") as status:
-            for line in status:
-                if line.startswith("Umask:"):
-                    return int(line.split()[1], 8)
-    except (OSError, ValueError):
-        pass
-    return _UMASK_AT_IMPORT
+def _create_temporary(folder: Path) -> tuple[int, str]:
+    """A new empty file in `folder`, named for the harvester, with the umask's permissions.
+
+    `os.open` with mode 0o666 lets the kernel apply the umask, as `open()` does;
+    `mkstemp` would leave the copy readable by its owner only.
+    """
+    while True:
+        number = next(_TEMP_NUMBERS)
+        name = os.path.join(folder, f"{TEMP_PREFIX}{os.getpid()}-{number}{TEMP_SUFFIX}")
+        try:
+            return os.open(name, _TEMP_FLAGS, NEW_FILE_MODE), name
+        except FileExistsError:
+            continue  # left by an earlier run with the same process id
+
+
+def _write_all(
+    handle: int,
+    chunks: Iterable[bytes],
+    hashers: Iterable[hashlib._Hash],
+    listed: int | None,
+    limit: int | None,
+) -> int:
+    """Write and hash every chunk, stopping at the size limit or past the listed length."""
+    hashers = tuple(hashers)
+    length = 0
+    for chunk in chunks:
+        length += len(chunk)
+        if limit is not None and length > limit:
+            raise SizeLimitError("larger than", limit)
+        if listed is not None and length > listed:
+            raise VerificationError(f"more than the listed length of {listed} bytes")
+        view = memoryview(chunk)
+        while view:
+            view = view[os.write(handle, view) :]
+        for hasher in hashers:
+            hasher.update(chunk)
+    return length
 
 
 def check(expected: Expected, length: int, digests: dict[str, str]) -> None:
@@ -177,9 +201,16 @@ def remove_copy(destination: Path, target: Path) -> bool:
     return True
 
 
-def _refuse_non_file(destination: Path, target: Path) -> None:
-    refuse_symlinks(destination, target)
-    if os.path.lexists(target) and regular_file_stat(target) is None:
+def _refuse_non_file(
+    destination: Path, target: Path, checked: CheckedFolders | None = None
+) -> None:
+    if checked is None or os.fspath(target.parent) not in checked:
+        refuse_symlinks(destination, target)
+    try:
+        mode = os.lstat(target).st_mode
+    except FileNotFoundError:
+        return
+    if not stat.S_ISREG(mode):
         raise UnsafePathError(f"{target} exists and is not a regular file")
 
 

@@ -65,6 +65,7 @@ def download_one(session: HarvestSession, entry: ParsedEntry) -> Result:
                         session.config.hash_algorithms,
                         modified=entry.lastmod,
                         limit=session.config.max_resource_bytes,
+                        checked=session.folders,
                     ),
                     headers={"Accept-Encoding": "identity"},
                 )
@@ -94,7 +95,7 @@ def combined_error(entry: ParsedEntry, errors: list[Exception]) -> Exception:
 def store_entry(session: HarvestSession, entry: ParsedEntry, write: Writer) -> Result:
     """Map, skip if current, else write through `write`; never raises for one resource."""
     try:
-        target = resource_path(session.destination, entry.loc)
+        target = resource_path(session.destination, entry.loc, session.folders)
         current = current_copy(session, entry, target)
         if current is not None:
             return Outcome(entry.loc, Action.SKIPPED), current
