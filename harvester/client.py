@@ -91,6 +91,7 @@ class HarvestClient:
         self.config = config
         self._sleep = sleep
         self._allowed = tuple(_split_origin(origin) for origin in config.allowed_hosts)
+        self._decisions: dict[tuple[str, str], bool] = {}
         self._http = httpx.Client(
             timeout=httpx.Timeout(config.timeout),
             follow_redirects=True,
@@ -123,6 +124,18 @@ class HarvestClient:
     def is_allowed(self, url: str) -> bool:
         """Whether `url` has an allowed scheme and port, on an allowed host or a subdomain."""
         parts = urlsplit(url)
+        return self._origin_allowed(parts.scheme, parts.netloc)
+
+    def _origin_allowed(self, scheme: str, netloc: str) -> bool:
+        """`is_allowed` for one scheme and netloc; remembered, as a source has few."""
+        key = (scheme, netloc)
+        allowed = self._decisions.get(key)
+        if allowed is None:
+            allowed = self._decisions[key] = self._decide(scheme, netloc)
+        return allowed
+
+    def _decide(self, scheme: str, netloc: str) -> bool:
+        parts = urlsplit(f"{scheme}://{netloc}")
         scheme, host = parts.scheme.lower(), (parts.hostname or "").rstrip(".")
         if scheme not in DEFAULT_PORTS or not host:
             return False

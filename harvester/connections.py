@@ -1,34 +1,32 @@
 """Keep-alive connections for the many small GETs of a harvest (resources, packages).
 
 httpx spends about 0.6 ms of CPU on each GET, more than writing the copy; a
-plain `http.client` connection kept open per thread and origin spends about
-0.1 ms. Resource and package GETs go through here; ResourceSync documents,
-which are few, still go through httpx (`harvester.client`). What this module
-keeps from httpx: redirects are followed only to allowed origins (the caller
-decides, per hop), gzip and deflate bodies are decoded, TLS is verified
-against certifi's CA bundle, and a network error is one exception type
-(`TransportError`) that the caller retries.
+connection of our own (`harvester.http1`) kept open per thread and origin
+spends a sixth of that. Resource and package GETs go through here;
+ResourceSync documents, which are few, still go through httpx
+(`harvester.client`). What this module keeps from httpx: redirects are
+followed only to allowed origins (the caller decides, per hop), gzip and
+deflate bodies are decoded, TLS is verified against certifi's CA bundle, and
+a network error is one exception type (`TransportError`) that the caller
+retries.
 """
 
 from __future__ import annotations
 
-import http.client
 import ssl
 import threading
 import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from email.message import Message
 from urllib.parse import urljoin, urlsplit
+
+from harvester.http1 import Connection, Headers, ProtocolError, Response, StaleConnection
 
 #: As httpx: at most this many redirects for one GET.
 MAX_REDIRECTS = 20
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 CHUNK_SIZE = 64 * 1024
-#: Errors that mean the connection is unusable; a reused one may just have been
-#: closed by the server while idle, so the request is sent once more on a new one.
-_STALE = (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError)
 
 Origin = tuple[str, str, int]
 
@@ -50,31 +48,31 @@ class DirectResponse:
     """An answer as the harvester reads it: status, headers, final URL and body chunks."""
 
     status_code: int
-    headers: Message
+    headers: Headers
     url: str
-    raw: http.client.HTTPResponse
+    raw: Response
 
     def iter_bytes(self) -> Iterator[bytes]:
         """The body, decoded if the server compressed it; network errors as TransportError."""
-        decoder = _decoder(self.headers.get("Content-Encoding", ""))
+        decoder = _decoder(self.headers.get("Content-Encoding", "") or "")
         try:
             while chunk := self.raw.read(CHUNK_SIZE):
                 yield decoder.decompress(chunk) if decoder else chunk
             if decoder:
                 yield decoder.flush()
-        except (OSError, http.client.HTTPException, zlib.error) as error:
+        except (OSError, ProtocolError, zlib.error) as error:
             raise TransportError(_describe(error)) from error
 
 
 class DirectConnections:
-    """One `http.client` connection per thread and origin, reused from GET to GET."""
+    """One connection per thread and origin, reused from GET to GET."""
 
     def __init__(self, *, timeout: float, user_agent: str) -> None:
         self.timeout = timeout
         self.user_agent = user_agent
         self._local = threading.local()
         self._lock = threading.Lock()
-        self._all: list[http.client.HTTPConnection] = []
+        self._all: list[Connection] = []
         self._tls: ssl.SSLContext | None = None
 
     def close(self) -> None:
@@ -98,10 +96,10 @@ class DirectConnections:
         been read to its end.
         """
         for _ in range(MAX_REDIRECTS + 1):
-            connection, response = self._get(url, headers_for(url))
-            location = response.getheader("Location")
+            response = self._get(url, headers_for(url))
+            location = response.headers.get("Location")
             if response.status in REDIRECT_STATUSES and location:
-                _discard(connection, response)
+                _release(response)
                 url = urljoin(url, location)
                 if not allowed(url):
                     raise RedirectRefused(url, "redirected to a host that is not allowed")
@@ -109,49 +107,40 @@ class DirectConnections:
             try:
                 yield DirectResponse(response.status, response.headers, url, response)
             finally:
-                _discard(connection, response)
+                _release(response)
             return
         raise TransportError(f"TooManyRedirects: more than {MAX_REDIRECTS} redirects")
 
-    def _get(
-        self, url: str, headers: dict[str, str]
-    ) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
+    def _get(self, url: str, headers: dict[str, str]) -> Response:
+        """Send the GET; a reused connection the server had closed gets one more try."""
         parts = urlsplit(url)
-        origin = (parts.scheme, parts.hostname or "", parts.port or _default_port(parts.scheme))
+        scheme = parts.scheme.lower()
+        try:
+            origin = (scheme, parts.hostname or "", parts.port or _default_port(scheme))
+        except ValueError as error:
+            raise TransportError(f"InvalidURL: {error}") from error
         target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
         headers = {"User-Agent": self.user_agent, **headers}
         connection = self._connection(origin)
-        reused = connection.sock is not None
-        try:
-            connection.request("GET", target, headers=headers)
-            return connection, connection.getresponse()
-        except _STALE as error:
-            connection.close()
-            if not reused:
+        for last_try in (not connection.is_open, True):
+            try:
+                return connection.get(target, headers)
+            except StaleConnection as error:
+                connection.close()
+                if last_try:
+                    raise TransportError(_describe(error)) from error
+            except (OSError, ProtocolError, ValueError) as error:
+                connection.close()
                 raise TransportError(_describe(error)) from error
-        except (OSError, http.client.HTTPException) as error:
-            connection.close()
-            raise TransportError(_describe(error)) from error
-        try:
-            connection.request("GET", target, headers=headers)
-            return connection, connection.getresponse()
-        except (OSError, http.client.HTTPException) as error:
-            connection.close()
-            raise TransportError(_describe(error)) from error
+        raise AssertionError("unreachable")  # pragma: no cover
 
-    def _connection(self, origin: Origin) -> http.client.HTTPConnection:
-        pool: dict[Origin, http.client.HTTPConnection] | None = getattr(self._local, "pool", None)
+    def _connection(self, origin: Origin) -> Connection:
+        pool: dict[Origin, Connection] | None = getattr(self._local, "pool", None)
         if pool is None:
             pool = self._local.pool = {}
         connection = pool.get(origin)
         if connection is None:
-            scheme, host, port = origin
-            if scheme == "https":
-                connection = http.client.HTTPSConnection(
-                    host, port, timeout=self.timeout, context=self._tls_context()
-                )
-            else:
-                connection = http.client.HTTPConnection(host, port, timeout=self.timeout)
+            connection = Connection(*origin, timeout=self.timeout, tls=self._tls_context)
             pool[origin] = connection
             with self._lock:
                 self._all.append(connection)
@@ -173,17 +162,18 @@ def _verified_context() -> ssl.SSLContext:
     return ssl.create_default_context(cafile=certifi.where())
 
 
-def _discard(connection: http.client.HTTPConnection, response: http.client.HTTPResponse) -> None:
-    """Keep the connection if the answer was read to its end, else close it."""
-    if response.isclosed():
-        return
-    if response.length is not None and response.length <= CHUNK_SIZE:
+def _release(response: Response) -> None:
+    """Keep the connection for the next GET if this answer was read to its end, else close."""
+    unread = response.unread
+    if not response.complete and unread is not None and unread <= CHUNK_SIZE:
         try:  # a small unread body (an error page, a redirect): cheaper to read than reconnect
-            response.read()
+            while response.read(CHUNK_SIZE):
+                pass
+        except (OSError, ProtocolError):
+            response.connection.close()
             return
-        except (OSError, http.client.HTTPException):
-            pass
-    connection.close()
+    if not (response.complete and response.reusable):
+        response.connection.close()
 
 
 def _decoder(encoding: str) -> zlib._Decompress | None:

@@ -24,6 +24,7 @@ entry's URI maps to.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import stat
@@ -38,6 +39,8 @@ INDEX_NAME = "_index"
 _HOST = re.compile(r"[a-z0-9]([a-z0-9_-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9_-]*[a-z0-9])?)*")
 _IPV6 = re.compile(r"[0-9a-f:.]+")
 _DEFAULT_PORTS = {"http": 80, "https": 443}
+#: A separator (`/`, `\\`) or a control character (C0 or DEL) in a decoded segment.
+_UNSAFE_CHARACTER = re.compile(r"[/\\\x00-\x1f\x7f]")
 
 
 class UnsafePathError(ValueError):
@@ -46,27 +49,43 @@ class UnsafePathError(ValueError):
 
 def resource_relpath(uri: str) -> PurePosixPath:
     """The path, relative to the destination, of the copy of `uri`."""
+    return PurePosixPath(*_relative_parts(uri))
+
+
+def _relative_parts(uri: str) -> list[str]:
+    """The host folder and the checked path segments of the copy of `uri`."""
     parts = urlsplit(uri)
-    if parts.scheme not in _DEFAULT_PORTS:
-        raise UnsafePathError(f"{uri}: only http and https URIs are harvested")
+    try:
+        segments = [_host_folder(parts.scheme, parts.netloc)]
+    except UnsafePathError as error:
+        raise UnsafePathError(f"{uri}: {error}") from None
+    raw_segments = parts.path.split("/")[1:] if parts.path else [""]
+    if raw_segments[-1] == "":
+        raw_segments[-1] = INDEX_NAME
+    segments.extend(_segment(raw, uri) for raw in raw_segments)
+    if parts.query:
+        segments[-1] = _segment_text(f"{segments[-1]}?{parts.query.replace('/', '%2F')}", uri)
+    return segments
+
+
+@functools.lru_cache(maxsize=64)
+def _host_folder(scheme: str, netloc: str) -> str:
+    """`<host>[_<port>]` for a URI's scheme and netloc (cached: a source has few hosts)."""
+    if scheme not in _DEFAULT_PORTS:
+        raise UnsafePathError("only http and https URIs are harvested")
+    parts = urlsplit(f"{scheme}://{netloc}")
     host = (parts.hostname or "").rstrip(".")
     if _HOST.fullmatch(host) is None:
         if _IPV6.fullmatch(host) is None or ":" not in host:
-            raise UnsafePathError(f"{uri}: unusable host name {host!r}")
+            raise UnsafePathError(f"unusable host name {host!r}")
         host = f"[{host}]"
     try:
         port = parts.port
     except ValueError as error:
-        raise UnsafePathError(f"{uri}: invalid port") from error
-    if port is not None and port != _DEFAULT_PORTS[parts.scheme]:
+        raise UnsafePathError("invalid port") from error
+    if port is not None and port != _DEFAULT_PORTS[scheme]:
         host = f"{host}_{port}"
-    raw_segments = parts.path.split("/")[1:] if parts.path else [""]
-    if raw_segments[-1] == "":
-        raw_segments[-1] = INDEX_NAME
-    segments = [_segment(raw, uri) for raw in raw_segments]
-    if parts.query:
-        segments[-1] = _segment_text(f"{segments[-1]}?{parts.query.replace('/', '%2F')}", uri)
-    return PurePosixPath(host, *segments)
+    return host
 
 
 class CheckedFolders:
@@ -97,8 +116,7 @@ def resource_path(destination: Path, uri: str, checked: CheckedFolders | None = 
 
     Below a folder in `checked` only the file itself is looked at.
     """
-    relative = resource_relpath(uri)
-    target = destination.joinpath(*relative.parts)
+    target = destination.joinpath(*_relative_parts(uri))
     if checked is not None and os.fspath(target.parent) in checked:
         if os.path.islink(target):
             raise UnsafePathError(f"{target} is a symbolic link; refusing to follow it")
@@ -172,6 +190,6 @@ def _segment(raw: str, uri: str) -> str:
 def _segment_text(text: str, context: str) -> str:
     if text in ("", ".", ".."):
         raise UnsafePathError(f"{context}: empty or dot path segment")
-    if "/" in text or "\\" in text or any(ord(char) < 32 or ord(char) == 127 for char in text):
+    if _UNSAFE_CHARACTER.search(text):
         raise UnsafePathError(f"{context}: path segment {text!r} holds a separator or control")
     return text
