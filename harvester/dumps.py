@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-import threading
 import zipfile
 import zlib
 from collections.abc import Iterator, Sequence
@@ -27,11 +26,11 @@ import httpx
 from harvester.client import FetchError, Response
 from harvester.concurrency import map_bounded
 from harvester.mapping import RESERVED_PREFIX, UnsafePathError, member_name
+from harvester.package_reader import MemberError, PackageReader
 from harvester.report import Action, Outcome
 from harvester.session import HarvestSession
 from harvester.state import LocalCopy
 from harvester.storage import (
-    CHUNK_SIZE,
     Expected,
     SizeLimitError,
     StoredFile,
@@ -119,44 +118,19 @@ def extract_members(
     downloads.
     """
     try:
-        zipfile.ZipFile(package.path).close()
+        reader = PackageReader(package.path)
     except (zipfile.BadZipFile, OSError) as error:
         for entry in entries:
             session.record(Outcome(entry.loc, Action.FAILED, reason=f"unusable package: {error}"))
         return
-    with ThreadArchives(package.path) as archives:
-        work = partial(_extract_one, session, archives)
+    with reader:
+        work = partial(_extract_one, session, reader)
         for _, (outcome, copy) in map_bounded(session.config.concurrency, entries, work):
             session.record(outcome, copy=copy)
 
 
-class ThreadArchives:
-    """One open ZipFile per thread (a ZipFile must not be read by two threads at once)."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.local = threading.local()
-        self.opened: list[zipfile.ZipFile] = []
-        self.lock = threading.Lock()
-
-    def __enter__(self) -> ThreadArchives:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        for archive in self.opened:
-            archive.close()
-
-    def get(self) -> zipfile.ZipFile:
-        archive = getattr(self.local, "archive", None)
-        if archive is None:
-            archive = self.local.archive = zipfile.ZipFile(self.path)
-            with self.lock:
-                self.opened.append(archive)
-        return archive
-
-
 def _extract_one(
-    session: HarvestSession, archives: ThreadArchives, entry: ParsedEntry
+    session: HarvestSession, reader: PackageReader, entry: ParsedEntry
 ) -> tuple[Outcome, LocalCopy | None]:
     if not session.client.is_allowed(entry.loc):
         return Outcome(entry.loc, Action.FAILED, reason="the URI is not on an allowed host"), None
@@ -164,40 +138,32 @@ def _extract_one(
         name = member_name(entry.path or "")
     except UnsafePathError as error:
         return Outcome(entry.loc, Action.FAILED, reason=f"member path: {error}"), None
-    return store_entry(session, entry, partial(_extract, session, archives.get(), name, entry))
+    return store_entry(session, entry, partial(_extract, session, reader, name, entry))
 
 
 def _extract(
     session: HarvestSession,
-    archive: zipfile.ZipFile,
+    reader: PackageReader,
     name: str,
     entry: ParsedEntry,
     target: Path,
     expected: Expected,
 ) -> StoredFile:
     try:
-        info = archive.getinfo(name)
-    except KeyError:
-        raise VerificationError(f"the package has no member {name!r}") from None
-    try:
-        # zipfile stops at the member's declared size and checks its CRC, and
+        # The reader stops at the member's declared size and checks its CRC, and
         # write_verified stops at the listed length: a ZIP bomb cannot fill the disk.
-        with archive.open(info) as member:
-            return write_verified(
-                session.destination,
-                target,
-                iter(partial(member.read, CHUNK_SIZE), b""),
-                expected,
-                session.config.hash_algorithms,
-                modified=entry.lastmod,
-                limit=session.config.max_resource_bytes,
-                checked=session.folders,
-            )
-    except (zipfile.BadZipFile, zlib.error, EOFError) as error:
-        raise VerificationError(f"corrupt member {name!r}: {error}") from error
-    except (NotImplementedError, RuntimeError) as error:
-        # zipfile's words for an unsupported compression method and for encryption.
-        raise VerificationError(f"cannot read member {name!r}: {error}") from error
+        return write_verified(
+            session.destination,
+            target,
+            reader.chunks(name),
+            expected,
+            session.config.hash_algorithms,
+            modified=entry.lastmod,
+            limit=session.config.max_resource_bytes,
+            checked=session.folders,
+        )
+    except MemberError as error:
+        raise VerificationError(str(error)) from error
 
 
 def _download_package(
