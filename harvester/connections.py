@@ -54,7 +54,7 @@ class DirectResponse:
 
     def iter_bytes(self) -> Iterator[bytes]:
         """The body, decoded if the server compressed it; network errors as TransportError."""
-        decoder = _decoder(self.headers.get("Content-Encoding", "") or "")
+        decoder = _decoder(self.headers.value("Content-Encoding"))
         try:
             while chunk := self.raw.read(CHUNK_SIZE):
                 yield decoder.decompress(chunk) if decoder else chunk
@@ -192,8 +192,9 @@ def _default_port(scheme: str) -> int:
 
 
 def _describe(error: BaseException) -> str:
-    name = {
+    names: dict[type[BaseException], str] = {
         ConnectionRefusedError: "ConnectError",
         TimeoutError: "Timeout",
-    }.get(type(error), type(error).__name__)
+    }
+    name = names.get(type(error), type(error).__name__)
     return f"{name}: {error}" if str(error) else name

@@ -42,6 +42,10 @@ class Headers(dict[str, str]):
     def get(self, name: str, default: str | None = None) -> str | None:  # type: ignore[override]
         return super().get(name.lower(), default)
 
+    def value(self, name: str) -> str:
+        """The header's value, or "" when it is absent."""
+        return super().get(name.lower(), "")
+
 
 class Connection:
     """A socket to one origin and its buffered reader, opened on first use."""
@@ -137,7 +141,7 @@ class Response:
         self.status = status
         self.headers = headers
         self._reader = reader
-        tokens = {token.strip().lower() for token in headers.get("Connection", "").split(",")}
+        tokens = {token.strip().lower() for token in headers.value("Connection").split(",")}
         self.reusable = version == "HTTP/1.1" and "close" not in tokens
         self._chunked = False
         self._remaining: int | None = None  # bytes left of a Content-Length body or chunk
@@ -147,7 +151,7 @@ class Response:
     def _frame(self, headers: Headers) -> None:
         if self.status in _NO_BODY:
             self.complete = True
-        elif "chunked" in headers.get("Transfer-Encoding", "").lower():
+        elif "chunked" in headers.value("Transfer-Encoding").lower():
             self._chunked = True
             self._remaining = 0
         elif (length := headers.get("Content-Length")) is not None:
