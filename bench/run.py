@@ -289,27 +289,28 @@ def resource_list_rows(results: dict[str, Any], baseline: dict[str, Any]) -> lis
 
 
 def harvest_rows(results: dict[str, Any]) -> list[dict[str, Any]]:
-    """Item 6 from bench/harvest.py's JSON."""
+    """Item 6 from bench/harvest.py's JSON; issue 17's goals."""
     ours, same, resync = results["ours"], results["ours_subset"], results["resync"]
     against = f"resync-sync {resync['resources_per_second']:,.0f}/s ({results['resync_size']:,})"
+    same_ratio = same["resources_per_second"] / resync["resources_per_second"]
     return [
         row(
             "6",
             f"Harvester baseline, {results['size']:,} resources",
-            "≥ 500 resources/s",
+            "≥ 1,500 resources/s",
             f"{ours['resources_per_second']:,.0f} resources/s ({ours['seconds']:.1f} s)",
             baseline=against,
             ratio=results["ratio"],
-            met=ours["resources_per_second"] >= 500,
+            met=ours["resources_per_second"] >= 1500,
         ),
         row(
             "6",
             f"Harvester baseline, same {results['resync_size']:,} resources as resync",
-            "≥ 500 resources/s",
+            "≥ 2x resync-sync",
             f"{same['resources_per_second']:,.0f} resources/s ({same['seconds']:.1f} s)",
             baseline=against,
-            ratio=results["ratio_same_size"],
-            met=same["resources_per_second"] >= 500,
+            ratio=same_ratio,
+            met=same_ratio >= 2,
         ),
     ]
 
