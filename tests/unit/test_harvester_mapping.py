@@ -7,6 +7,7 @@ from pathlib import Path, PurePosixPath
 import pytest
 
 from harvester.mapping import (
+    CheckedFolders,
     UnsafePathError,
     make_parents,
     member_name,
@@ -97,3 +98,23 @@ def test_make_parents_creates_folders_inside_the_destination(tmp_path: Path) -> 
     make_parents(tmp_path, target)
 
     assert (tmp_path / "example.org" / "a" / "b").is_dir()
+
+
+def test_a_checked_folder_is_not_walked_again_but_a_link_in_it_is_still_refused(
+    tmp_path: Path,
+) -> None:
+    checked = CheckedFolders()
+    first = resource_path(tmp_path, "http://example.org/a/one", checked)
+    make_parents(tmp_path, first, checked)
+    assert str(tmp_path / "example.org" / "a") in checked
+    (tmp_path / "outside").write_text("not ours")
+    (tmp_path / "example.org" / "a" / "two").symlink_to(tmp_path / "outside")
+
+    with pytest.raises(UnsafePathError, match="symbolic link"):
+        resource_path(tmp_path, "http://example.org/a/two", checked)
+
+
+def test_host_folder_errors_still_name_the_uri() -> None:
+    for uri in ("ftp://example.org/a", "http://example.org:99999/a", "http://exa mple.org/a"):
+        with pytest.raises(UnsafePathError, match=f"^{uri}: "):
+            resource_relpath(uri)
