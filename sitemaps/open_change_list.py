@@ -18,15 +18,7 @@ class OpenChangeListView(StoredDocumentView):
 
     def find_document(self) -> ChangeListPage | None:
         """The set's list without `until`: closing a list opens the next, so there is one."""
-        lists = ChangeListPage.objects.select_related(
-            "resource_set__provider", "resource_set__capability_settings"
-        ).filter(
-            resource_set__provider__slug=self.kwargs["provider"],
-            resource_set__provider__active=True,
-            resource_set__slug=self.kwargs["set_slug"],
-            until__isnull=True,
-        )
-        return lists.order_by("-number").first()
+        return self.find({"until": None}, latest=True)
 
 
 open_change_list = OpenChangeListView.as_view()
