@@ -16,7 +16,8 @@ from collections.abc import Callable, Mapping, Sequence
 from functools import cache
 from typing import Any, TypeVar
 
-from django.db import connection, models
+from django.db import DEFAULT_DB_ALIAS, connections, models
+from django.db.backends.base.base import BaseDatabaseWrapper
 
 from sources.models import CapabilitySettings, DataProvider, ResourceSet
 
@@ -45,19 +46,24 @@ def find_document(
 
     `latest` takes the highest `number` when several match (the open Change List).
     """
+    # The connection itself, not the `connection` proxy: each attribute read through that
+    # costs a thread-local lookup, and building the instances reads dozens.
+    db = connections[DEFAULT_DB_ALIAS]
     tests = tuple((name, value is None) for name, value in where.items())
-    sql = _sql(model, tests, latest)
+    sql = _sql(model, tests, latest, db.vendor)
     params = [provider, True, set_slug, *(value for value in where.values() if value is not None)]
-    with connection.cursor() as cursor:
+    with db.cursor() as cursor:
         cursor.execute(sql, params)
         row = cursor.fetchone()
-    return None if row is None else _instances(model, row)
+    return None if row is None else _instances(db, model, row)
 
 
 @cache
-def _sql(model: type[StoredDocument], tests: tuple[tuple[str, bool], ...], latest: bool) -> str:
+def _sql(
+    model: type[StoredDocument], tests: tuple[tuple[str, bool], ...], latest: bool, vendor: str
+) -> str:
     """The query for one model and set of tests ((field, is null)); the same for every call."""
-    quote = connection.ops.quote_name
+    quote = connections[DEFAULT_DB_ALIAS].ops.quote_name
     tables = (("d", model), *((alias, joined) for alias, joined, _ in _JOINS))
     columns = ", ".join(
         f"{alias}.{quote(field.column)}" for alias, table in tables for field in _fields(table)
@@ -86,30 +92,44 @@ def _fields(model: type[models.Model]) -> Sequence[models.Field]:
     return model._meta.concrete_fields
 
 
+def _converters(
+    db: BaseDatabaseWrapper, model: type[models.Model]
+) -> tuple[tuple[int, list[Converter], Any], ...]:
+    return _converters_for(model, db.vendor)
+
+
 @cache
-def _converters(model: type[models.Model], vendor: str) -> tuple[tuple[int, list, Any], ...]:
-    """(position, converters, column) of the fields whose values the ORM converts on read."""
+def _converters_for(
+    model: type[models.Model], vendor: str
+) -> tuple[tuple[int, list[Converter], Any], ...]:
+    """(position, converters, column) of the fields whose values the ORM converts on read.
+
+    Found once per backend, as the ORM's compiler finds them for every query.
+    """
+    db = connections[DEFAULT_DB_ALIAS]
     found = []
     for position, field in enumerate(_fields(model)):
         column = field.get_col(model._meta.db_table)
-        converters = connection.ops.get_db_converters(column) + field.get_db_converters(connection)
+        converters = db.ops.get_db_converters(column) + field.get_db_converters(db)
         if converters:
             found.append((position, converters, column))
     return tuple(found)
 
 
-def _instance(model: type[models.Model], values: Sequence[Any]) -> models.Model:
+def _instance(
+    db: BaseDatabaseWrapper, model: type[models.Model], values: Sequence[Any]
+) -> models.Model:
     """A model instance from its columns' raw values, converted as the ORM converts them."""
     converted = list(values)
-    for position, converters, column in _converters(model, connection.vendor):
+    for position, converters, column in _converters(db, model):
         value = converted[position]
         for converter in converters:
-            value = converter(value, column, connection)
+            value = converter(value, column, db)
         converted[position] = value
-    return model.from_db(connection.alias, None, converted)
+    return model.from_db(db.alias, None, converted)
 
 
-def _instances(model: type[Document], row: Sequence[Any]) -> Document:
+def _instances(db: BaseDatabaseWrapper, model: type[Document], row: Sequence[Any]) -> Document:
     """Split the row into the four instances and link them as select_related would."""
     parts = []
     start = 0
@@ -118,11 +138,11 @@ def _instances(model: type[Document], row: Sequence[Any]) -> Document:
         parts.append(row[start : start + width])
         start += width
     document, resource_set, provider = (
-        _instance(table, values)
+        _instance(db, table, values)
         for table, values in zip((model, ResourceSet, DataProvider), parts, strict=False)
     )
     # No settings row (LEFT JOIN): None, which `ResourceSet.capabilities` turns into defaults.
-    capabilities = None if parts[3][0] is None else _instance(CapabilitySettings, parts[3])
+    capabilities = None if parts[3][0] is None else _instance(db, CapabilitySettings, parts[3])
     resource_set.provider = provider
     ResourceSet._meta.get_field("capability_settings").set_cached_value(resource_set, capabilities)
     if capabilities is not None:
