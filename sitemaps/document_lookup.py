@@ -24,6 +24,7 @@ from sources.models import CapabilitySettings, DataProvider, ResourceSet
 from .models import StoredDocument
 
 Document = TypeVar("Document", bound=StoredDocument)
+Row = TypeVar("Row", bound=models.Model)
 Converter = Callable[[Any, Any, Any], Any]
 
 #: (alias, model, join condition) of every table after the document's own (`d`).
@@ -51,7 +52,8 @@ def find_document(
     db = connections[DEFAULT_DB_ALIAS]
     tests = tuple((name, value is None) for name, value in where.items())
     sql = _sql(model, tests, latest, db.vendor)
-    params = [provider, True, set_slug, *(value for value in where.values() if value is not None)]
+    values = [value for value in where.values() if value is not None]
+    params: list[Any] = [provider, True, set_slug, *values]
     with db.cursor() as cursor:
         cursor.execute(sql, params)
         row = cursor.fetchone()
@@ -79,7 +81,9 @@ def _sql(
     )
     conditions = [f"p.{quote('slug')} = %s", f"p.{quote('active')} = %s", f"s.{quote('slug')} = %s"]
     for name, is_null in tests:
-        column = quote(model._meta.get_field(name).column)
+        field = model._meta.get_field(name)
+        assert isinstance(field, models.Field), name  # a column of the document's own table
+        column = quote(field.column)
         conditions.append(f"d.{column} IS NULL" if is_null else f"d.{column} = %s")
     # Identifiers from the models' metadata, quoted; every value is a bound parameter.
     sql = f"SELECT {columns} FROM {quote(model._meta.db_table)} d {joins} WHERE "  # noqa: S608
@@ -110,15 +114,13 @@ def _converters_for(
     found = []
     for position, field in enumerate(_fields(model)):
         column = field.get_col(model._meta.db_table)
-        converters = db.ops.get_db_converters(column) + field.get_db_converters(db)
+        converters = db.ops.get_db_converters(column) + column.get_db_converters(db)
         if converters:
             found.append((position, converters, column))
     return tuple(found)
 
 
-def _instance(
-    db: BaseDatabaseWrapper, model: type[models.Model], values: Sequence[Any]
-) -> models.Model:
+def _instance(db: BaseDatabaseWrapper, model: type[Row], values: Sequence[Any]) -> Row:
     """A model instance from its columns' raw values, converted as the ORM converts them."""
     converted = list(values)
     for position, converters, column in _converters(db, model):
@@ -126,7 +128,12 @@ def _instance(
         for converter in converters:
             value = converter(value, column, db)
         converted[position] = value
-    return model.from_db(db.alias, None, converted)
+    return model.from_db(db.alias, _attnames(model), converted)
+
+
+@cache
+def _attnames(model: type[models.Model]) -> tuple[str, ...]:
+    return tuple(field.attname for field in _fields(model))
 
 
 def _instances(db: BaseDatabaseWrapper, model: type[Document], row: Sequence[Any]) -> Document:
@@ -137,14 +144,13 @@ def _instances(db: BaseDatabaseWrapper, model: type[Document], row: Sequence[Any
         width = len(_fields(table))
         parts.append(row[start : start + width])
         start += width
-    document, resource_set, provider = (
-        _instance(db, table, values)
-        for table, values in zip((model, ResourceSet, DataProvider), parts, strict=False)
-    )
+    document = _instance(db, model, parts[0])
+    resource_set = _instance(db, ResourceSet, parts[1])
+    provider = _instance(db, DataProvider, parts[2])
     # No settings row (LEFT JOIN): None, which `ResourceSet.capabilities` turns into defaults.
     capabilities = None if parts[3][0] is None else _instance(db, CapabilitySettings, parts[3])
     resource_set.provider = provider
-    ResourceSet._meta.get_field("capability_settings").set_cached_value(resource_set, capabilities)
+    ResourceSet.capability_settings.related.set_cached_value(resource_set, capabilities)
     if capabilities is not None:
         capabilities.resource_set = resource_set
     document.resource_set = resource_set

@@ -7,7 +7,7 @@ URL as its Change List. It is the page view with another lookup, so access
 
 from __future__ import annotations
 
-from .models import ChangeListPage
+from .models import ChangeListPage, StoredDocument
 from .protocol.constants import Capability
 from .views import StoredDocumentView
 
@@ -16,7 +16,7 @@ class OpenChangeListView(StoredDocumentView):
     model = ChangeListPage
     kind = Capability.CHANGE_LIST
 
-    def find_document(self) -> ChangeListPage | None:
+    def find_document(self) -> StoredDocument | None:
         """The set's list without `until`: closing a list opens the next, so there is one."""
         return self.find({"until": None}, latest=True)
 
