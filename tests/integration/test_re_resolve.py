@@ -410,3 +410,23 @@ def test_a_prefix_saved_in_the_admin_moves_the_documents(
     assert response.status_code == 302, response.content.decode()[-3000:]
     assert locs(urlsets(admin_client, f"{BASE}/resourcelist.xml")) == [MOVED + "a.txt"]
     assert locs(urlsets(admin_client, f"{BASE}/changelist.xml")) == [MOVED + "a.txt"]
+
+
+def test_the_command_follows_a_changed_public_base_url(client, settings, tmp_path):
+    settings.PUBLIC_BASE_URL = "http://old.example.org"
+    files = FileSet(tmp_path / "files", prefix="http://old.example.org/files/acme/files/")
+    ingest_events(resource_set=files.resource_set, events=[files.write("a.txt")])
+    regenerate(files.resource_set)
+    settings.PUBLIC_BASE_URL = "https://portal.example.org"
+
+    out = io.StringIO()
+    call_command("re_resolve", "--from-base-url", "http://old.example.org/", stdout=out)
+
+    assert "url_prefix http://old.example.org/files/acme/files/ -> " in out.getvalue()
+    files.resource_set.refresh_from_db()
+    assert files.resource_set.url_prefix == "https://portal.example.org/files/acme/files/"
+    for top in ("resourcelist.xml", "changelist.xml"):
+        (document,) = urlsets(client, f"{BASE}/{top}")
+        assert locs([document]) == ["https://portal.example.org/files/acme/files/a.txt"]
+        up = etree.fromstring(document).find("rs:ln[@rel='up']", NS).get("href")
+        assert up == f"https://portal.example.org{BASE}/capabilitylist.xml"
