@@ -172,11 +172,12 @@ def _move_resources(resource_set: ResourceSet, resolver: Resolver, report: ReRes
         placeholder = Concat(Value(PLACEHOLDER), Cast("pk", CharField()))
         Resource.objects.filter(pk__in=moving).update(uri=placeholder)
         Resource.objects.bulk_update(relinked, ["ln"], batch_size=WRITE_BATCH_SIZE)
-        _mark_for_mirror(resource_set, [resource.pk for resource in relinked])
         report.resources += len(relinked)
     placeholders = rows.filter(uri__startswith=PLACEHOLDER)
     for batch in _batches(placeholders, *RESOURCE_FIELDS, "timestamp"):
         _settle(resource_set, resolver, batch, report)
+    if report.resources:
+        _mark_for_mirror(resource_set)
 
 
 def _settle(
@@ -206,16 +207,15 @@ def _settle(
         settled[pk] = Resource(pk=pk, uri=uri, ln=resolver.links(ln) or ln)
     _drop(resource_set, losers, report)
     Resource.objects.bulk_update(settled.values(), ["uri", "ln"], batch_size=WRITE_BATCH_SIZE)
-    _mark_for_mirror(resource_set, list(settled))
     report.resources += len(settled)
 
 
-def _mark_for_mirror(resource_set: ResourceSet, keys: list[int]) -> None:
+def _mark_for_mirror(resource_set: ResourceSet) -> None:
     """Mark each resource's newest change unindexed: indexing it mirrors the resource anew
-    (its change may lie in a closed list, whose rows are not resolved again)."""
-    if not keys:
-        return
-    changes = Change.objects.filter(resource_set=resource_set, resource_key__in=keys)
+    (its change may lie in a closed list, whose rows are not resolved again). One
+    statement for the whole set: a moved prefix moves nearly every resource."""
+    present = Resource.objects.filter(resource_set=resource_set).values("pk")
+    changes = Change.objects.filter(resource_set=resource_set, resource_key__in=present)
     newest = changes.values("resource_key").annotate(newest=Max("pk")).values("newest")
     Change.objects.filter(pk__in=newest).update(indexed=False)
 
