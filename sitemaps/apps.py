@@ -8,7 +8,7 @@ class SitemapsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from django.db.models.signals import post_delete, post_save
+        from django.db.models.signals import post_delete, post_save, pre_save
 
         from sources.models import CapabilitySettings, ResourceSet
         from sources.signals import events_ingested
@@ -29,6 +29,16 @@ class SitemapsConfig(AppConfig):
             receivers.write_documents_of_new_set,
             sender=ResourceSet,
             dispatch_uid="sitemaps.write_documents_of_new_set",
+        )
+        pre_save.connect(
+            receivers.remember_locations,
+            sender=ResourceSet,
+            dispatch_uid="sitemaps.remember_locations",
+        )
+        post_save.connect(
+            receivers.follow_changed_locations,
+            sender=ResourceSet,
+            dispatch_uid="sitemaps.follow_changed_locations",
         )
         post_save.connect(
             receivers.write_documents_turned_on,

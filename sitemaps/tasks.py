@@ -12,6 +12,7 @@ from django.utils import timezone
 
 from sources.generators import get_generator
 from sources.models import Change, ResourceSet
+from sources.re_resolve import re_resolve_uris
 
 from . import cleanup
 from .descriptions import missing_documents
@@ -114,6 +115,66 @@ def write_missing_documents(resource_set_id: int, *, now: bool) -> None:
         except Exception:
             logger.exception("Could not write the first documents of %s; queued", resource_set)
     schedule(resource_set, delay=0)
+
+
+class SetBusy(Exception):
+    """Another run holds the set: the task is retried."""
+
+
+def re_resolve_and_regenerate(
+    resource_set: ResourceSet, *, regenerate_anyway: bool = False
+) -> str | None:
+    """Resolve the set's stored URIs again; if any moved, mirror them, then rewrite every
+    document (a full run). None when another run holds the set (the URIs have moved)."""
+    moved = re_resolve_uris(resource_set=resource_set)
+    if not (moved.changed or regenerate_anyway):
+        return str(moved)
+    # The mirror first: the Elasticsearch generator would build from the old URIs.
+    get_generator().index_pending(resource_set.pk)
+    report = regenerate(resource_set, full=True)
+    return None if report is None else f"{moved}; {report}"
+
+
+@shared_task(
+    bind=True, autoretry_for=(Exception,), retry_backoff=2, retry_backoff_max=300, max_retries=10
+)
+def follow_new_locations(self, resource_set_id: int) -> str:
+    """A set's url_prefix or resource_root_dir changed: its documents follow.
+
+    Safe to run twice; a retry rewrites the documents even though the URIs
+    already moved in the first attempt.
+    """
+    resource_set = ResourceSet.objects.select_related("provider").filter(pk=resource_set_id).first()
+    if resource_set is None:
+        return "the set is gone"
+    outcome = re_resolve_and_regenerate(resource_set, regenerate_anyway=self.request.retries > 0)
+    if outcome is None:
+        raise SetBusy(f"{resource_set} is held by another run")
+    return outcome
+
+
+def after_locations_changed(resource_set_id: int) -> None:
+    """After a set's url_prefix or resource_root_dir change committed (sitemaps.receivers).
+
+    Eagerly (no broker: `make run`) it runs here, and a failure is logged with
+    what to run; the URIs are re-resolved in one transaction, so nothing is half moved.
+    """
+    if not settings.CELERY_TASK_ALWAYS_EAGER:
+        follow_new_locations.delay(resource_set_id)
+        return
+    resource_set = ResourceSet.objects.select_related("provider").get(pk=resource_set_id)
+    try:
+        outcome = re_resolve_and_regenerate(resource_set)
+    except Exception:
+        outcome = None
+        logger.exception("Re-resolving the URIs of %s failed", resource_set)
+    if outcome is None:
+        logger.error(
+            "The documents of %s do not follow its new url_prefix yet: run "
+            "manage.py re_resolve %s --regenerate",
+            resource_set,
+            resource_set.path,
+        )
 
 
 @shared_task

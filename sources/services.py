@@ -78,6 +78,11 @@ class EventError:
     message: str
 
 
+class LocationsChanged(Exception):
+    """The set's url_prefix or resource_root_dir changed after the events were resolved
+    with the old ones: nothing was applied, and sent again they resolve with the new."""
+
+
 class EventsRejected(Exception):
     """At least one event was invalid, so none was applied."""
 
@@ -134,6 +139,22 @@ def open_change_list_start(*, resource_set: ResourceSet) -> datetime | None:
     return first.first()
 
 
+def _check_locations(resource_set: ResourceSet) -> None:
+    """Under the set's lock: the events were resolved with the set's current locations.
+
+    Otherwise they would store URIs under a prefix the set just left, after
+    `sources.re_resolve` moved every other row.
+    """
+    current = ResourceSet.objects.filter(pk=resource_set.pk).values_list(
+        "url_prefix", "resource_root_dir"
+    )
+    if current.get() != (resource_set.url_prefix, resource_set.resource_root_dir):
+        raise LocationsChanged(
+            f"The url_prefix or resource_root_dir of {resource_set} changed while the "
+            "events were applied; nothing was applied. Send them again."
+        )
+
+
 def _last_change_id(resource_set: ResourceSet) -> int:
     newest = Change.objects.filter(resource_set=resource_set).order_by("-id").values("id").first()
     return newest["id"] if newest else 0
@@ -153,6 +174,7 @@ def ingest_events(
     """
     with transaction.atomic():
         received_at = resource_set_lock(resource_set=resource_set)
+        _check_locations(resource_set)
         since = open_change_list_start(resource_set=resource_set)
         # A list may close a little in the future (at a datetime within the
         # clock skew): a receipt time never falls inside it.
