@@ -10,6 +10,7 @@ was killed.
 from __future__ import annotations
 
 import ctypes
+import gc
 import multiprocessing
 import os
 import signal
@@ -62,10 +63,14 @@ def forked_pool(
 ) -> Iterator[ProcessPoolExecutor]:
     """A pool of `workers` forked children (forked at the first submit).
 
-    The parent's connections are closed first: each child opens its own. On
-    the way out, work not yet started is cancelled and the children joined.
+    The parent's connections are closed first: each child opens its own. The
+    parent's objects are frozen out of the collector meanwhile, so a child's
+    collections never write to (and so copy) the pages it shares with the
+    parent. On the way out, work not yet started is cancelled and the
+    children joined.
     """
     connections.close_all()
+    gc.freeze()
     pool = ProcessPoolExecutor(
         max_workers=workers,
         mp_context=multiprocessing.get_context("fork"),
@@ -76,3 +81,4 @@ def forked_pool(
         yield pool
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
+        gc.unfreeze()
