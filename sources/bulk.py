@@ -7,6 +7,8 @@ its backend's adapter once and the driver runs one prepared statement.
 On PostgreSQL the statement runs on a cursor that binds values on the
 server: Django's own cursor binds them on the client, quoting every value
 in Python, which was three quarters of an event's write time there.
+Inserts go by COPY; updates and lookups are one statement per batch, each
+column's values bound as one binary array.
 """
 
 from __future__ import annotations
