@@ -20,7 +20,7 @@ from django.utils import timezone
 
 from sitemaps.protocol.constants import ChangeType
 
-from .bulk import BulkWriter, keys_by_uri
+from .bulk import BulkWriter, keys_by_uri, known_event_ids
 from .events import Event
 from .models import Change, Resource, ResourceSet
 from .signals import events_ingested
@@ -254,11 +254,7 @@ def _announce(resource_set: ResourceSet, after_change_id: int) -> None:
 def _apply_batch(resource_set: ResourceSet, events: list[Event], result: IngestResult) -> None:
     ids = [event.id for event in events if event.id]
     if ids:
-        known = set(
-            Change.objects.filter(resource_set=resource_set, event_id__in=ids).values_list(
-                "event_id", flat=True
-            )
-        )
+        known = known_event_ids(resource_set.pk, ids)
         if known:
             result.duplicates += sum(1 for event in events if event.id in known)
             events = [event for event in events if event.id not in known]
