@@ -303,7 +303,8 @@ def test_pages_built_in_forked_workers_equal_pages_built_in_process(
                 documents[name, cpus] = _documents(resource_set)
     for name in backends:
         pids = set((tmp_path / f"builders-{name}").read_text().split())
-        assert len(pids - {str(os.getpid())}) >= 2, f"{name}: no page was built in a worker"
+        # At least one worker: a fast pool may hand every page to the same one.
+        assert pids - {str(os.getpid())}, f"{name}: no page was built in a worker"
     assert len(documents["database", 1]) == 3 + 4 + 2
     for key, found in documents.items():
         assert found == documents["database", 1], key
