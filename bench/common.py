@@ -38,7 +38,8 @@ BIN = Path(sys.executable).parent
 
 DEFAULT_ELASTICSEARCH = "http://127.0.0.1:9260"
 DEFAULT_REDIS = "redis://127.0.0.1:6399/1"
-PORTAL_PORT = 8060
+#: BENCH_PORTAL_PORT moves the portal under test (several benchmarks on one machine).
+PORTAL_PORT = int(os.environ.get("BENCH_PORTAL_PORT", "8060"))
 NGINX_PORT = 8061
 #: nginx with deploy/nginx.conf in front of the portal, as deployed.
 FRONT_PORT = 8062

@@ -150,6 +150,12 @@ class ElasticsearchGenerator(BaseGenerator):
     def reconcile(self, resource_sets: Iterable[ResourceSet] | None = None) -> ReconcileReport:
         return self.mirror.reconcile(resource_sets)
 
+    def rebuild(self) -> str:
+        """New indices with the current mappings, filled from the database, swapped in."""
+        from sources.rebuilding import rebuild_mirror
+
+        return str(rebuild_mirror(self.mirror))
+
     def check_copy(self, timeout: float) -> bool:
         """The cluster answers within `timeout` seconds and is not red."""
         quick = self.client.options(request_timeout=timeout, max_retries=0)
