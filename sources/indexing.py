@@ -26,6 +26,7 @@ from elasticsearch.serializer import OrjsonSerializer
 from .documents import changes_index, index_names, resources_index
 from .generators.base import ReconcileReport
 from .models import Change, Resource, ResourceSet
+from .signals import changes_indexed
 
 logger = logging.getLogger(__name__)
 
@@ -290,6 +291,8 @@ class Mirror:
                 self.refresh()
                 _mark_indexed(sent)
                 cache.touch(claim, CLAIM_SECONDS)
+                if resource_set_id is not None:
+                    changes_indexed.send_robust(sender=Mirror, resource_set_id=resource_set_id)
                 done += len(sent)
                 sent = []
                 refreshed = time.monotonic()
