@@ -49,16 +49,21 @@ def resource_record(source: Mapping[str, Any]) -> ResourceRecord:
 
 
 def change_record(source: Mapping[str, Any]) -> ChangeRecord:
-    return ChangeRecord(
-        source["key"],
-        source.get("resource_key") or 0,
-        source["uri"],
-        source["change"],
-        as_datetime(source["datetime"]),  # type: ignore[arg-type]
-        as_datetime(source.get("lastmod")),
-        source.get("length"),
-        source.get("md5") or "",
-        source.get("mime") or "",
-        source.get("sha256") or "",
-        links_from(source.get("ln")),
+    """`_source` fields in the order of ChangeRecord; a deletion may lack its metadata."""
+    lastmod = source.get("lastmod")
+    return _record(
+        ChangeRecord,
+        (
+            source["key"],
+            source.get("resource_key") or 0,
+            source["uri"],
+            source["change"],
+            _parse_instant(source["datetime"]),
+            _parse_instant(lastmod) if lastmod is not None else None,
+            source.get("length"),
+            source.get("md5") or "",
+            source.get("mime") or "",
+            source.get("sha256") or "",
+            links_from(source.get("ln")),
+        ),
     )
