@@ -13,6 +13,7 @@ import logging
 import os
 import time
 from collections.abc import Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from itertools import chain, islice
 from typing import Any
 
@@ -99,6 +100,15 @@ def set_paths(set_ids: Iterable[int]) -> dict[int, str]:
     return {resource_set.pk: resource_set.path for resource_set in sets}
 
 
+def _bulk_body(actions: list[BulkAction]) -> bytes:
+    lines = []
+    for header, source in actions:
+        lines.append(orjson.dumps(header))
+        if source is not None:
+            lines.append(orjson.dumps(source))
+    return b"\n".join(lines) + b"\n"
+
+
 def _raise_refusals(response: Any) -> None:
     """Fail on any refused action but the delete of a document already gone."""
     if not response.get("errors"):
@@ -141,6 +151,9 @@ class Mirror:
         self.resources_index, self.changes_index = index_names(index_prefix)
         self._client: Elasticsearch | None = None
         self._client_pid = 0
+        self._pool: ThreadPoolExecutor | None = None
+        self._pool_pid = 0
+        self._in_flight: Future[Any] | None = None
 
     @property
     def client(self) -> Elasticsearch:
@@ -192,26 +205,52 @@ class Mirror:
             self.client.indices.delete(index=",".join(names), ignore_unavailable=True)
 
     def refresh(self) -> None:
+        """Make every write sent so far searchable (the one in flight included)."""
+        self.flush()
         self.client.indices.refresh(index=f"{self.resources_index},{self.changes_index}")
 
-    def send(self, actions: Iterable[BulkAction]) -> None:
+    def send(self, actions: Iterable[BulkAction], *, wait: bool = True) -> None:
         """Send index and delete actions, BULK_ACTIONS per `_bulk` request.
 
         The body is orjson lines joined by hand: for the same 50,000 documents,
         `elasticsearch.helpers.streaming_bulk` took 2.3 times the client CPU and
-        8% longer (bench figures in the issue notes).
+        8% longer (bench figures in the issue notes). With `wait=False` the
+        last request may still be in flight on return; `flush` and `refresh`
+        wait for it.
         """
         pending = iter(actions)
         while chunk := list(islice(pending, BULK_ACTIONS)):
-            lines = []
-            for header, source in chunk:
-                lines.append(orjson.dumps(header))
-                if source is not None:
-                    lines.append(orjson.dumps(source))
-            body = b"\n".join(lines) + b"\n"
-            # The client sends bytes as they are; its types only know lists of dicts.
-            response = self.client.bulk(body=body, filter_path=BULK_FILTER_PATH)  # type: ignore[arg-type]
-            _raise_refusals(response)
+            self._post(_bulk_body(chunk))
+        if wait:
+            self.flush()
+
+    def _post(self, body: bytes) -> None:
+        """Send one body from a background thread, once the one before it is done.
+
+        So a backlog reads and builds its next batch while Elasticsearch
+        indexes the previous one, rather than each waiting for the other.
+        """
+        sender = self._sender()
+        self.flush()
+        # The client sends bytes as they are; its types only know lists of dicts.
+        self._in_flight = sender.submit(
+            self.client.bulk,
+            body=body,  # type: ignore[arg-type]
+            filter_path=BULK_FILTER_PATH,
+        )
+
+    def _sender(self) -> ThreadPoolExecutor:
+        """One sending thread per process (a forked child has none of its parent's)."""
+        if self._pool is None or self._pool_pid != os.getpid():
+            self._pool, self._pool_pid = ThreadPoolExecutor(max_workers=1), os.getpid()
+            self._in_flight = None
+        return self._pool
+
+    def flush(self) -> None:
+        """Wait for the `_bulk` request in flight, if any; raise if it refused an action."""
+        in_flight, self._in_flight = self._in_flight, None
+        if in_flight is not None and self._pool_pid == os.getpid():
+            _raise_refusals(in_flight.result())
 
     def _resource_actions(self, keys: set[int]) -> Iterator[BulkAction]:
         """Index the current rows of these resources; delete the ones gone."""
@@ -237,7 +276,7 @@ class Mirror:
             for row in rows
         )  # fmt: skip
         # One request for both: resources first, so a change never shows before its resource.
-        self.send(chain(self._resource_actions(touched), changes))
+        self.send(chain(self._resource_actions(touched), changes), wait=False)
         return len(rows)
 
     def index_changes(self, change_ids: list[int]) -> int:

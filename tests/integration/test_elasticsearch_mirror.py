@@ -340,3 +340,19 @@ def test_reconcile_rebuild_names_no_set(use_elasticsearch):
     make_set()
     with pytest.raises(CommandError, match="name no set"):
         call_command("reconcile", "--rebuild", "acme/articles")
+
+
+def test_a_refused_batch_sent_in_the_background_leaves_its_changes_unindexed(
+    use_elasticsearch, monkeypatch
+):
+    """Batches go out while the next is read: a refusal still fails the run before marking."""
+    from sources import indexing
+
+    resource_set = make_set()
+    with muted_indexing():
+        created(resource_set, 3)
+    refused = {"key": "not a number"}
+    monkeypatch.setattr(indexing, "change_source", lambda row, path: refused)
+    with pytest.raises(RuntimeError, match="Elasticsearch refused a index"):
+        use_elasticsearch.index_pending(resource_set.pk)
+    assert Change.objects.filter(indexed=False).count() == 3
