@@ -55,8 +55,10 @@ CHANGE_FILTER_PATH = [
     *_source_paths(*RESOURCE_FIELDS, "resource_key", "change", "datetime"),
     "hits.hits.sort",
 ]
-#: Hits per request: the most the default `index.max_result_window` allows.
-BATCH_SIZE = 10_000
+#: Hits per request. Half the most `index.max_result_window` allows: a builder
+#: holds two batches (one prefetched), and 5,000 took 18 MiB less per process
+#: and a tenth less client CPU than 10,000 for 200,000 resources.
+BATCH_SIZE = 5_000
 DATE_FORMAT = "strict_date_optional_time_nanos"
 FILTER_PATH = ["hits.hits._source", "hits.hits.sort"]
 
