@@ -11,12 +11,15 @@ class SitemapsConfig(AppConfig):
         from django.db.models.signals import post_delete, post_save, pre_save
 
         from sources.models import CapabilitySettings, ResourceSet
-        from sources.signals import events_ingested
+        from sources.signals import changes_indexed, events_ingested
 
         from . import receivers
 
         events_ingested.connect(
             receivers.regenerate_after_ingest, dispatch_uid="sitemaps.regenerate_after_ingest"
+        )
+        changes_indexed.connect(
+            receivers.regenerate_after_ingest, dispatch_uid="sitemaps.regenerate_after_indexing"
         )
         for model in receivers.PUBLISHING_MODELS:
             for signal in (post_save, post_delete):

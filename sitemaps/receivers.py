@@ -1,6 +1,7 @@
 """How the documents follow the data (connected in apps.py).
 
-- `events_ingested`: regenerate the set once it passes its threshold.
+- `events_ingested`, and `changes_indexed` for a generator that reads a copy:
+  regenerate the set once it passes its threshold.
 - A provider turned inactive, a set made protected, a capability switched
   off, a slug renamed or a set deleted must leave the front server's tree at
   once, or it would keep serving what Django now refuses. Admin edits are
@@ -27,7 +28,7 @@ PUBLISHING_MODELS = (DataProvider, ResourceSet, CapabilitySettings)
 
 
 def regenerate_after_ingest(sender: object, *, resource_set_id: int, **kwargs: Any) -> None:
-    """`events_ingested`: regenerate now past N pending changes, else after T seconds."""
+    """`events_ingested`, `changes_indexed`: regenerate once the changes are visible."""
     tasks.after_ingest(resource_set_id)
 
 
