@@ -225,10 +225,10 @@ def default_sigint() -> None:
 #: Items 1 and 2 by generator: seconds for 1,000,000, times faster than resync's
 #: write of the same entries, peak MiB, seconds for one change (issue 17 for the database).
 RESOURCE_LIST_GOALS = (
-    {"database": 6.5, "elasticsearch": 20},
-    {"database": 7.0, "elasticsearch": 0.0},
-    {"database": 200, "elasticsearch": 512},
-    {"database": 0.5, "elasticsearch": 2},
+    {"database": 6.5, "elasticsearch": 15},
+    {"database": 7.0, "elasticsearch": 3.0},
+    {"database": 200, "elasticsearch": 200},
+    {"database": 0.5, "elasticsearch": 1},
 )
 
 
