@@ -25,6 +25,8 @@ import stat
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from operator import attrgetter
+from typing import NamedTuple
 
 from sitemaps.protocol.writer import escape_text
 from sources.events import Event
@@ -43,13 +45,17 @@ DEFAULT_MIME = "application/octet-stream"
 
 @dataclass(frozen=True, slots=True)
 class FoundFile:
-    """A regular file under the root, as `stat` shows it (nothing read yet)."""
+    """A regular file under the root, new or changed, as `stat` shows it (nothing read yet)."""
 
     path: str
     rel_path: str
     uri: str
     size: int
-    lastmod: datetime
+    mtime_us: int
+
+    @property
+    def lastmod(self) -> datetime:
+        return _EPOCH + timedelta(microseconds=self.mtime_us)
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,12 +71,16 @@ class Skipped:
     uri: str = ""
 
 
-@dataclass(frozen=True, slots=True)
-class KnownResource:
-    """What the portal last recorded for a resource: the state a scan compares with."""
+class KnownResource(NamedTuple):
+    """What the portal last recorded for a resource: the state a scan compares with.
 
+    A tuple, and lastmod as microseconds since the epoch: a rescan reads one per
+    resource and compares it with `stat`, so no datetime is made for a file unchanged.
+    """
+
+    uri: str
     length: int
-    lastmod: datetime
+    lastmod_us: int
     location_type: str
     location_value: str
 
@@ -78,6 +88,13 @@ class KnownResource:
 def mtime_datetime(mtime_ns: int) -> datetime:
     """An mtime as the aware datetime the database keeps (microseconds)."""
     return _EPOCH + timedelta(microseconds=mtime_ns // 1000)
+
+
+def epoch_microseconds(moment: datetime) -> int:
+    """A datetime (naive: UTC) as the microseconds since the epoch a KnownResource keeps."""
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return (moment - _EPOCH) // timedelta(microseconds=1)
 
 
 def guess_mime(path: str) -> str:
@@ -104,28 +121,35 @@ def file_digests(path: str) -> tuple[str, str]:
     return md5.hexdigest(), sha256.hexdigest()
 
 
-class FolderWalker:
-    """Walks a root without following symlinked folders; yields FoundFile or Skipped.
+#: What a walk yields: a file to record, something not published, or a known file unchanged.
+Walked = FoundFile | Skipped | KnownResource
+_BY_NAME = attrgetter("name")
 
-    `known_uris` maps rel_paths already published to their URIs: those names
-    were checked when first found, so a rescan skips resolving them again.
+
+class FolderWalker:
+    """Walks a root without following symlinked folders; yields FoundFile, Skipped or KnownResource.
+
+    `known_files` maps rel_paths already published to what was recorded: those
+    names were checked when first found, so a rescan skips resolving them
+    again, and a file whose size and mtime match is yielded as its
+    KnownResource: nothing about it is new. Every file costs one `stat`.
     """
 
     def __init__(
-        self, root: str, url_prefix: str, known_uris: Mapping[str, str] | None = None
+        self, root: str, url_prefix: str, known_files: Mapping[str, KnownResource] | None = None
     ) -> None:
         self.root = os.path.abspath(root)
         self.real_root = os.path.realpath(root)
         self.url_prefix = url_prefix
-        self.known_uris = known_uris or {}
+        self.known_files = known_files or {}
 
-    def __iter__(self) -> Iterator[FoundFile | Skipped]:
+    def __iter__(self) -> Iterator[Walked]:
         return self.walk(self.root, "")
 
-    def walk(self, directory: str, prefix: str) -> Iterator[FoundFile | Skipped]:
+    def walk(self, directory: str, prefix: str) -> Iterator[Walked]:
         try:
             with os.scandir(directory) as entries:
-                listed = sorted(entries, key=lambda entry: entry.name)
+                listed = sorted(entries, key=_BY_NAME)
         except OSError as error:
             # What was published from it stays until the folder can be read again.
             yield Skipped(
@@ -141,7 +165,7 @@ class FolderWalker:
             else:
                 yield self.examine(entry, rel_path)
 
-    def examine(self, entry: os.DirEntry, rel_path: str) -> FoundFile | Skipped:
+    def examine(self, entry: os.DirEntry, rel_path: str) -> Walked:
         """One directory entry that is not a real folder.
 
         Runs once per file on every rescan: a name already published skips
@@ -158,15 +182,18 @@ class FolderWalker:
         if not stat.S_ISREG(status.st_mode):
             reason = "symlinked folder not followed" if stat.S_ISDIR(status.st_mode) else ""
             return Skipped(self.shown(rel_path), reason or "not a regular file")
-        uri = self.known_uris.get(rel_path)
-        if uri is None:
+        mtime_us = status.st_mtime_ns // 1000
+        known = self.known_files.get(rel_path)
+        if known is not None:
+            if known.length == status.st_size and known.lastmod_us == mtime_us:
+                return known
+            uri = known.uri
+        else:
             try:
                 uri = self.new_uri(rel_path)
             except LocationError as error:
                 return Skipped(self.shown(rel_path), f"name no URL can carry: {error}")
-        return FoundFile(
-            entry.path, rel_path, uri, status.st_size, mtime_datetime(status.st_mtime_ns)
-        )
+        return FoundFile(entry.path, rel_path, uri, status.st_size, mtime_us)
 
     @staticmethod
     def shown(rel_path: str) -> str:
@@ -203,16 +230,15 @@ class FolderWalker:
             return ""
 
 
-def walk_folder(
-    root: str, url_prefix: str, known: Mapping[str, KnownResource] | None = None
-) -> FolderWalker:
+def walk_folder(root: str, url_prefix: str, known: Iterable[KnownResource] = ()) -> FolderWalker:
     """What the folder holds now (seed 004's ResourceGenerator for a folder)."""
-    known_uris = {
-        resource.location_value: uri
-        for uri, resource in (known or {}).items()
-        if resource.location_type == LocationType.REL_PATH
+    rel_path = LocationType.REL_PATH
+    known_files = {
+        resource.location_value: resource
+        for resource in known
+        if resource.location_type == rel_path
     }
-    return FolderWalker(root, url_prefix, known_uris)
+    return FolderWalker(root, url_prefix, known_files)
 
 
 def _event(change: str, found: FoundFile, md5: str, sha256: str) -> Event:
@@ -233,7 +259,7 @@ class FolderComparison:
     """What differs between the folder and the known state (seed 004's ChangeGenerator).
 
     `changes()` yields created and updated events; a file whose size and
-    mtime match the known state is not read. `deletions()`, once the walk is
+    mtime match the known state (`known`, by URI) is not read. `deletions()`, once the walk is
     done, yields a deleted event for each known resource neither seen nor
     kept. A file or folder that could not be read keeps what was published
     from it (`kept`: a file's URI, or a folder's URI prefix ending in `/`).
@@ -248,14 +274,22 @@ class FolderComparison:
         self.hashed = 0
         self.bytes_hashed = 0
 
-    def changes(self, found: Iterable[FoundFile | Skipped]) -> Iterator[Event]:
+    def changes(self, found: Iterable[Walked]) -> Iterator[Event]:
         for item in found:
+            if type(item) is KnownResource:  # most files on a rescan: the cheap path first
+                self.seen.add(item.uri)
+                self.unchanged += 1
+                continue
             if isinstance(item, Skipped):
                 self.skip(item)
                 continue
+            assert isinstance(item, FoundFile)
             self.seen.add(item.uri)
             before = self.known.get(item.uri)
-            if before is not None and (before.length, before.lastmod) == (item.size, item.lastmod):
+            if before is not None and (before.length, before.lastmod_us) == (
+                item.size,
+                item.mtime_us,
+            ):
                 self.unchanged += 1
                 continue
             try:
