@@ -151,8 +151,9 @@ def _scan(resource_set: ResourceSet) -> ScanReport:
     comparison = FolderComparison(known)
     report = ScanReport()
     found = walk_folder(root, resource_set.url_prefix, known.values())
-    _ingest(resource_set, comparison.changes(found), report)
-    _ingest(resource_set, comparison.deletions(), report)
+    # Deletions are known once the walk is done: chained, a rescan's few events are one batch.
+    events = itertools.chain(comparison.changes(found), comparison.deletions())
+    _ingest(resource_set, events, report)
     report.unchanged = comparison.unchanged
     report.hashed, report.bytes_hashed = comparison.hashed, comparison.bytes_hashed
     report.skipped = comparison.skipped

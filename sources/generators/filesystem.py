@@ -259,9 +259,9 @@ class FolderComparison:
     """What differs between the folder and the known state (seed 004's ChangeGenerator).
 
     `changes()` yields created and updated events; a file whose size and
-    mtime match the known state (`known`, by URI) is not read. `deletions()`, once the walk is
-    done, yields a deleted event for each known resource neither seen nor
-    kept. A file or folder that could not be read keeps what was published
+    mtime match the known state (`known`, by URI) is not read. `deletions()`,
+    once the walk is done, yields a deleted event for each known resource
+    neither seen nor kept. A file or folder that could not be read keeps what was published
     from it (`kept`: a file's URI, or a folder's URI prefix ending in `/`).
     """
 

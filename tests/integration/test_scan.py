@@ -173,6 +173,21 @@ def test_a_resource_posted_with_a_url_location_is_compared_by_its_uri(resource_s
     assert (report.unchanged, report.created, report.updated) == (0, 0, 1)
 
 
+def test_a_rescan_records_its_changes_and_deletions_in_one_ingestion(resource_set, root):
+    for name in ("a.txt", "b.txt", "c.txt"):
+        write(root, name, name.encode())
+    scan_folder(resource_set=resource_set)
+    write(root, "a.txt", b"a, longer")
+    (root / "b.txt").unlink()
+
+    with mock.patch("sources.scanning.ingest_events", wraps=ingest_events) as ingest:
+        report = scan_folder(resource_set=resource_set)
+
+    assert (report.updated, report.deleted, report.unchanged) == (1, 1, 1)
+    assert ingest.call_count == 1
+    assert [e.change for e in ingest.call_args.kwargs["events"]] == ["updated", "deleted"]
+
+
 def test_symlinks_leaving_the_root_are_skipped_and_reported(resource_set, root, tmp_path):
     outside = write(tmp_path, "secret.txt", b"not for publishing")
     (tmp_path / "elsewhere").mkdir()
