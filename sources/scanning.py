@@ -17,6 +17,7 @@ import os
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from django.conf import settings
 from django.core.cache import cache
@@ -93,9 +94,10 @@ def known_state(resource_set: ResourceSet) -> dict[str, KnownResource]:
             for row in rows:
                 if row[0].startswith(prefix):
                     known[row[0]] = KnownResource._make(row)
-    if not lastmod_us:  # another database: the ORM's datetimes, converted here
+    if not lastmod_us:  # another database: its datetimes, converted here
         for uri, resource in known.items():
-            known[uri] = resource._replace(lastmod_us=epoch_microseconds(resource.lastmod_us))
+            moment: datetime = resource.lastmod_us  # type: ignore[assignment]
+            known[uri] = resource._replace(lastmod_us=epoch_microseconds(moment))
     return known
 
 
@@ -150,9 +152,9 @@ def _scan(resource_set: ResourceSet) -> ScanReport:
     known = known_state(resource_set)
     comparison = FolderComparison(known)
     report = ScanReport()
-    found = walk_folder(root, resource_set.url_prefix, known.values())
+    walker = walk_folder(root, resource_set.url_prefix, comparison.files)
     # Deletions are known once the walk is done: chained, a rescan's few events are one batch.
-    events = itertools.chain(comparison.changes(found), comparison.deletions())
+    events = itertools.chain(comparison.changes(walker), comparison.deletions())
     _ingest(resource_set, events, report)
     report.unchanged = comparison.unchanged
     report.hashed, report.bytes_hashed = comparison.hashed, comparison.bytes_hashed

@@ -19,10 +19,11 @@ reported, never published.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import mimetypes
 import os
 import stat
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from operator import attrgetter
@@ -43,15 +44,33 @@ _CHUNK = 1024 * 1024
 DEFAULT_MIME = "application/octet-stream"
 
 
+class KnownResource(NamedTuple):
+    """What the portal last recorded for a resource: the state a scan compares with.
+
+    A tuple, and lastmod as microseconds since the epoch: a rescan reads one per
+    resource and compares it with `stat`, so no datetime is made for a file unchanged.
+    """
+
+    uri: str
+    length: int
+    lastmod_us: int
+    location_type: str
+    location_value: str
+
+
 @dataclass(frozen=True, slots=True)
 class FoundFile:
-    """A regular file under the root, new or changed, as `stat` shows it (nothing read yet)."""
+    """A regular file under the root, new or changed, as `stat` shows it (nothing read yet).
+
+    `before` is what was recorded under its name, if anything.
+    """
 
     path: str
     rel_path: str
     uri: str
     size: int
     mtime_us: int
+    before: KnownResource | None = None
 
     @property
     def lastmod(self) -> datetime:
@@ -69,20 +88,6 @@ class Skipped:
     rel_path: str
     reason: str
     uri: str = ""
-
-
-class KnownResource(NamedTuple):
-    """What the portal last recorded for a resource: the state a scan compares with.
-
-    A tuple, and lastmod as microseconds since the epoch: a rescan reads one per
-    resource and compares it with `stat`, so no datetime is made for a file unchanged.
-    """
-
-    uri: str
-    length: int
-    lastmod_us: int
-    location_type: str
-    location_value: str
 
 
 def mtime_datetime(mtime_ns: int) -> datetime:
@@ -121,32 +126,32 @@ def file_digests(path: str) -> tuple[str, str]:
     return md5.hexdigest(), sha256.hexdigest()
 
 
-#: What a walk yields: a file to record, something not published, or a known file unchanged.
-Walked = FoundFile | Skipped | KnownResource
 _BY_NAME = attrgetter("name")
 
 
 class FolderWalker:
-    """Walks a root without following symlinked folders; yields FoundFile, Skipped or KnownResource.
+    """Walks a root without following symlinked folders; yields FoundFile or Skipped.
 
-    `known_files` maps rel_paths already published to what was recorded: those
-    names were checked when first found, so a rescan skips resolving them
-    again, and a file whose size and mtime match is yielded as its
-    KnownResource: nothing about it is new. Every file costs one `stat`.
+    `known_files` maps rel_paths already published to what was recorded, and
+    the walk takes out each name it finds: those names were checked when
+    first found, so a rescan skips resolving them again, and a file whose size
+    and mtime match is only counted (`unchanged`), never yielded. Every file
+    costs one `stat`; what is left in `known_files` at the end was not found.
     """
 
     def __init__(
-        self, root: str, url_prefix: str, known_files: Mapping[str, KnownResource] | None = None
+        self, root: str, url_prefix: str, known_files: dict[str, KnownResource] | None = None
     ) -> None:
         self.root = os.path.abspath(root)
         self.real_root = os.path.realpath(root)
         self.url_prefix = url_prefix
-        self.known_files = known_files or {}
+        self.known_files = known_files if known_files is not None else {}
+        self.unchanged = 0
 
-    def __iter__(self) -> Iterator[Walked]:
+    def __iter__(self) -> Iterator[FoundFile | Skipped]:
         return self.walk(self.root, "")
 
-    def walk(self, directory: str, prefix: str) -> Iterator[Walked]:
+    def walk(self, directory: str, prefix: str) -> Iterator[FoundFile | Skipped]:
         try:
             with os.scandir(directory) as entries:
                 listed = sorted(entries, key=_BY_NAME)
@@ -162,11 +167,11 @@ class FolderWalker:
             rel_path = prefix + entry.name
             if entry.is_dir(follow_symlinks=False):
                 yield from self.walk(entry.path, rel_path + "/")
-            else:
-                yield self.examine(entry, rel_path)
+            elif found := self.examine(entry, rel_path):
+                yield found
 
-    def examine(self, entry: os.DirEntry, rel_path: str) -> Walked:
-        """One directory entry that is not a real folder.
+    def examine(self, entry: os.DirEntry, rel_path: str) -> FoundFile | Skipped | None:
+        """One directory entry that is not a real folder; None for a known file unchanged.
 
         Runs once per file on every rescan: a name already published skips
         the name checks, and readability shows when a changed file is read.
@@ -183,17 +188,18 @@ class FolderWalker:
             reason = "symlinked folder not followed" if stat.S_ISDIR(status.st_mode) else ""
             return Skipped(self.shown(rel_path), reason or "not a regular file")
         mtime_us = status.st_mtime_ns // 1000
-        known = self.known_files.get(rel_path)
-        if known is not None:
-            if known.length == status.st_size and known.lastmod_us == mtime_us:
-                return known
-            uri = known.uri
-        else:
+        before = self.known_files.pop(rel_path, None)
+        if before is None:
             try:
                 uri = self.new_uri(rel_path)
             except LocationError as error:
                 return Skipped(self.shown(rel_path), f"name no URL can carry: {error}")
-        return FoundFile(entry.path, rel_path, uri, status.st_size, mtime_us)
+        elif before.length == status.st_size and before.lastmod_us == mtime_us:
+            self.unchanged += 1
+            return None
+        else:
+            uri = before.uri
+        return FoundFile(entry.path, rel_path, uri, status.st_size, mtime_us, before)
 
     @staticmethod
     def shown(rel_path: str) -> str:
@@ -230,14 +236,10 @@ class FolderWalker:
             return ""
 
 
-def walk_folder(root: str, url_prefix: str, known: Iterable[KnownResource] = ()) -> FolderWalker:
+def walk_folder(
+    root: str, url_prefix: str, known_files: dict[str, KnownResource] | None = None
+) -> FolderWalker:
     """What the folder holds now (seed 004's ResourceGenerator for a folder)."""
-    rel_path = LocationType.REL_PATH
-    known_files = {
-        resource.location_value: resource
-        for resource in known
-        if resource.location_type == rel_path
-    }
     return FolderWalker(root, url_prefix, known_files)
 
 
@@ -258,34 +260,41 @@ def _event(change: str, found: FoundFile, md5: str, sha256: str) -> Event:
 class FolderComparison:
     """What differs between the folder and the known state (seed 004's ChangeGenerator).
 
-    `changes()` yields created and updated events; a file whose size and
-    mtime match the known state (`known`, by URI) is not read. `deletions()`,
-    once the walk is done, yields a deleted event for each known resource
-    neither seen nor kept. A file or folder that could not be read keeps what was published
+    The known resources (`known`, by URI) are split: `files`, those recorded
+    by rel_path, for the walker to take out by name as it finds them, and
+    `others` (posted with another location), matched by URI. What is left in
+    both once the walk is done was not found.
+
+    `changes(walker)` yields created and updated events; a file whose size
+    and mtime match the known state is not read. `deletions()`, once the walk
+    is done, yields a deleted event for each known resource not found nor
+    kept. A file or folder that could not be read keeps what was published
     from it (`kept`: a file's URI, or a folder's URI prefix ending in `/`).
     """
 
     def __init__(self, known: Mapping[str, KnownResource]) -> None:
         self.known = known
-        self.seen: set[str] = set()
+        self.files: dict[str, KnownResource] = {}
+        self.others: dict[str, KnownResource] = {}
+        for uri, resource in known.items():
+            name = resource.location_value
+            if resource.location_type == LocationType.REL_PATH and name not in self.files:
+                self.files[name] = resource
+            else:
+                self.others[uri] = resource
         self.kept: list[str] = []
         self.skipped: list[Skipped] = []
         self.unchanged = 0
         self.hashed = 0
         self.bytes_hashed = 0
 
-    def changes(self, found: Iterable[Walked]) -> Iterator[Event]:
-        for item in found:
-            if type(item) is KnownResource:  # most files on a rescan: the cheap path first
-                self.seen.add(item.uri)
-                self.unchanged += 1
-                continue
+    def changes(self, walker: FolderWalker) -> Iterator[Event]:
+        """Events for the new and changed files the walker finds (it counts the unchanged)."""
+        for item in walker:
             if isinstance(item, Skipped):
                 self.skip(item)
                 continue
-            assert isinstance(item, FoundFile)
-            self.seen.add(item.uri)
-            before = self.known.get(item.uri)
+            before = item.before or self.found_by_uri(item.uri)
             if before is not None and (before.length, before.lastmod_us) == (
                 item.size,
                 item.mtime_us,
@@ -301,6 +310,20 @@ class FolderComparison:
             self.bytes_hashed += item.size
             change = ChangeType.CREATED if before is None else ChangeType.UPDATED
             yield _event(change, item, md5, sha256)
+        self.unchanged += walker.unchanged
+
+    def found_by_uri(self, uri: str) -> KnownResource | None:
+        """A resource recorded under this URI but not this name (another location, say); taken
+        out of what is left to delete."""
+        before = self.known.get(uri)
+        if before is None:
+            return None
+        name = before.location_value
+        if self.files.get(name) is before:
+            del self.files[name]
+        else:
+            self.others.pop(uri, None)
+        return before
 
     def skip(self, item: Skipped) -> None:
         self.skipped.append(item)
@@ -312,12 +335,12 @@ class FolderComparison:
 
     def deletions(self) -> Iterator[Event]:
         """Deleted events, at their recorded location, for what the folder no longer has."""
-        for uri, before in self.known.items():
-            if uri in self.seen or self.is_kept(uri):
+        for before in itertools.chain(self.files.values(), self.others.values()):
+            if self.is_kept(before.uri):
                 continue
             yield Event(
                 change=ChangeType.DELETED,
                 location_type=before.location_type,
                 location_value=before.location_value,
-                uri=uri,
+                uri=before.uri,
             )
