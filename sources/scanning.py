@@ -17,7 +17,6 @@ import os
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from datetime import datetime
 
 from django.conf import settings
 from django.core.cache import cache
@@ -87,17 +86,15 @@ def known_state(resource_set: ResourceSet) -> dict[str, KnownResource]:
         f"WHERE {column['resource_set']} = %s"
     )
     prefix = resource_set.url_prefix.rstrip("/") + "/"
-    known = {}
+    known: dict[str, KnownResource] = {}
     with connection.cursor() as cursor:
         cursor.execute(sql, [resource_set.pk])
         while rows := cursor.fetchmany(10_000):
-            for row in rows:
-                if row[0].startswith(prefix):
-                    known[row[0]] = KnownResource._make(row)
+            known.update((row[0], row) for row in rows if row[0].startswith(prefix))
     if not lastmod_us:  # another database: its datetimes, converted here
-        for uri, resource in known.items():
-            moment: datetime = resource.lastmod_us  # type: ignore[assignment]
-            known[uri] = resource._replace(lastmod_us=epoch_microseconds(moment))
+        for uri, (_, length, moment, location_type, location_value) in known.items():
+            lastmod = epoch_microseconds(moment)  # type: ignore[arg-type]
+            known[uri] = (uri, length, lastmod, location_type, location_value)
     return known
 
 

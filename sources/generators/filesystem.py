@@ -27,7 +27,6 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from operator import attrgetter
-from typing import NamedTuple
 
 from sitemaps.protocol.writer import escape_text
 from sources.events import Event
@@ -44,18 +43,11 @@ _CHUNK = 1024 * 1024
 DEFAULT_MIME = "application/octet-stream"
 
 
-class KnownResource(NamedTuple):
-    """What the portal last recorded for a resource: the state a scan compares with.
-
-    A tuple, and lastmod as microseconds since the epoch: a rescan reads one per
-    resource and compares it with `stat`, so no datetime is made for a file unchanged.
-    """
-
-    uri: str
-    length: int
-    lastmod_us: int
-    location_type: str
-    location_value: str
+#: What the portal last recorded for a resource, the state a scan compares with:
+#: (uri, length, lastmod as microseconds since the epoch, location_type, location_value).
+#: A plain tuple, as the database returns it: a rescan holds one per resource and
+#: compares it with `stat`, so nothing is built for a file unchanged.
+KnownResource = tuple[str, int, int, str, str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,11 +186,11 @@ class FolderWalker:
                 uri = self.new_uri(rel_path)
             except LocationError as error:
                 return Skipped(self.shown(rel_path), f"name no URL can carry: {error}")
-        elif before.length == status.st_size and before.lastmod_us == mtime_us:
-            self.unchanged += 1
-            return None
         else:
-            uri = before.uri
+            uri, length, lastmod_us, _, _ = before
+            if length == status.st_size and lastmod_us == mtime_us:
+                self.unchanged += 1
+                return None
         return FoundFile(entry.path, rel_path, uri, status.st_size, mtime_us, before)
 
     @staticmethod
@@ -277,8 +269,8 @@ class FolderComparison:
         self.files: dict[str, KnownResource] = {}
         self.others: dict[str, KnownResource] = {}
         for uri, resource in known.items():
-            name = resource.location_value
-            if resource.location_type == LocationType.REL_PATH and name not in self.files:
+            _, _, _, location_type, name = resource
+            if location_type == LocationType.REL_PATH and name not in self.files:
                 self.files[name] = resource
             else:
                 self.others[uri] = resource
@@ -295,10 +287,7 @@ class FolderComparison:
                 self.skip(item)
                 continue
             before = item.before or self.found_by_uri(item.uri)
-            if before is not None and (before.length, before.lastmod_us) == (
-                item.size,
-                item.mtime_us,
-            ):
+            if before is not None and before[1:3] == (item.size, item.mtime_us):
                 self.unchanged += 1
                 continue
             try:
@@ -318,7 +307,7 @@ class FolderComparison:
         before = self.known.get(uri)
         if before is None:
             return None
-        name = before.location_value
+        name = before[4]
         if self.files.get(name) is before:
             del self.files[name]
         else:
@@ -335,12 +324,14 @@ class FolderComparison:
 
     def deletions(self) -> Iterator[Event]:
         """Deleted events, at their recorded location, for what the folder no longer has."""
-        for before in itertools.chain(self.files.values(), self.others.values()):
-            if self.is_kept(before.uri):
+        for uri, _, _, location_type, location_value in itertools.chain(
+            self.files.values(), self.others.values()
+        ):
+            if self.is_kept(uri):
                 continue
             yield Event(
                 change=ChangeType.DELETED,
-                location_type=before.location_type,
-                location_value=before.location_value,
-                uri=before.uri,
+                location_type=location_type,
+                location_value=location_value,
+                uri=uri,
             )
