@@ -22,7 +22,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from django.conf import settings
-from django.db import DatabaseError, connection, connections
+from django.db import connection, connections
 from django.utils import timezone
 
 from .models import Outcome, Run
@@ -117,7 +117,7 @@ class RunHeartbeat:
                 Run.objects.filter(pk=self.run_pk, finished_at__isnull=True).update(
                     heartbeat_at=timezone.now()
                 )
-            except DatabaseError as error:  # e.g. SQLite busy: the next beat may pass
+            except Exception as error:  # e.g. SQLite busy: the next beat may pass; never die
                 logger.warning("Journal heartbeat of run %s failed: %s", self.run_pk, error)
             finally:
                 connections.close_all()  # this thread's connection only
