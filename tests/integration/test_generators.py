@@ -367,9 +367,14 @@ def test_a_folder_scanned_set_gives_the_records_of_the_same_set_filled_through_t
     (root / "page.html").unlink()
     with mock.patch("django.utils.timezone.now", return_value=at(10)):
         scan_folder(resource_set=scanned)
-        # A scan posts what it found, then what is gone: two requests.
-        ingest_events(resource_set=posted, events=_api_events(root, ["d1/file 3.txt"], "updated"))
-        ingest_events(resource_set=posted, events=_api_events(root, ["page.html"], "deleted"))
+        # A scan posts what it found, then what is gone, in one request.
+        ingest_events(
+            resource_set=posted,
+            events=[
+                *_api_events(root, ["d1/file 3.txt"], "updated"),
+                *_api_events(root, ["page.html"], "deleted"),
+            ],
+        )
     generator = get_generator()
     generator.index_pending()
     for method in ("iter_resources", "iter_changes"):
