@@ -28,8 +28,20 @@ PR_SET_PDEATHSIG = 1
 
 
 def can_fork() -> bool:
-    """Not in a daemonic process, and not inside a transaction a child could not see."""
-    return not multiprocessing.current_process().daemon and not connection.in_atomic_block
+    """From the main thread of a process that may have children, outside a transaction.
+
+    A child inherits every lock another thread held at the fork (SQLite's
+    among them), so a run in a threaded server's request thread (runserver,
+    gunicorn's gthread) builds in process: forked beside busy request threads,
+    a builder could wait for ever. Our own threads (heartbeats) pause or lock
+    around a fork. A daemonic process (a Celery prefork worker) may not have
+    children, and a child could not see the parent's uncommitted transaction.
+    """
+    return (
+        threading.current_thread() is threading.main_thread()
+        and not multiprocessing.current_process().daemon
+        and not connection.in_atomic_block
+    )
 
 
 def die_with_parent(parent_pid: int) -> None:

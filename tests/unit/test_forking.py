@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import gc
+import threading
 
-from sitemaps.forking import forked_pool
+from sitemaps.forking import can_fork, forked_pool
 
 
 def frozen_objects() -> int:
@@ -22,3 +23,17 @@ def test_the_parent_collects_its_objects_again_once_the_builders_are_gone():
     with forked_pool(1) as pool:
         pool.submit(frozen_objects).result()
     assert gc.get_freeze_count() == 0
+
+
+def test_a_run_in_a_server_thread_builds_its_pages_in_process():
+    """A fork copies other threads' locks held at that moment (SQLite's among them):
+    a builder forked beside a threaded server's request threads could hang for ever."""
+    answers = []
+    thread = threading.Thread(target=lambda: answers.append(can_fork()))
+    thread.start()
+    thread.join()
+    assert answers == [False]
+
+
+def test_a_run_in_the_main_thread_may_fork():
+    assert can_fork()
