@@ -17,7 +17,8 @@ destination-like poller reads changelist.xml and the open Change List it names
 (conditional GETs every 100 ms, light enough not to slow the
 portal it measures) until the entry shows with its change type and
 hash. The figure is the time from sending the POST to seeing the entry; the
-baseline is the configured floor, `regenerate_after_seconds`.
+baseline is `regenerate_after_seconds`, which used to be the floor: a lone
+change now starts a run at once (at most one run per that period).
 """
 
 from __future__ import annotations
@@ -55,7 +56,8 @@ from common import (
     row,
 )
 
-GOAL_SECONDS = 2.0
+GOAL_MEDIAN_SECONDS = 1.0
+GOAL_MAX_SECONDS = 2.0
 FLOOR_SECONDS = 1.0  # CapabilitySettings.regenerate_after_seconds, default
 POLL_SECONDS = 0.1
 TIMEOUT_SECONDS = 120
@@ -145,12 +147,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "machine": machine(),
     }
     results["database_engine"] = database_name(args.postgres)
+    results["generator"] = args.generator
     with Portal(
         "freshness",
         elasticsearch=args.elasticsearch,
         redis=args.redis,
         keep=args.keep,
         postgres=args.postgres,
+        generator=args.generator,
     ) as portal:
         set_path = portal.create_set("fresh")
         portal.load(set_path, args.size)
@@ -181,12 +185,13 @@ def rows(results: dict[str, Any]) -> list[dict[str, Any]]:
     return [
         row(
             "5",
-            f"Freshness: posted change to open Change List ({results['size']:,}-resource set)",
-            f"≤ {GOAL_SECONDS:g} s (median)",
+            f"Freshness: posted change to open Change List ({results['size']:,}-resource set,"
+            f" {results.get('generator', 'elasticsearch')} generator)",
+            f"median ≤ {GOAL_MEDIAN_SECONDS:g} s, max ≤ {GOAL_MAX_SECONDS:g} s",
             f"median {seconds['median']:.2f} s, max {seconds['max']:.2f} s ({count} changes)",
             baseline=f"regenerate_after_seconds {FLOOR_SECONDS:g} s",
             ratio=seconds["median"] / FLOOR_SECONDS,
-            met=seconds["median"] <= GOAL_SECONDS,
+            met=seconds["median"] <= GOAL_MEDIAN_SECONDS and seconds["max"] <= GOAL_MAX_SECONDS,
         )
     ]
 
@@ -195,6 +200,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--size", type=int, default=75_000, help="resources loaded first (75,000)")
     parser.add_argument("--samples", type=int, default=10, help="changes posted and timed (10)")
+    parser.add_argument(
+        "--generator", choices=("elasticsearch", "database"), default="elasticsearch",
+        help="what the portal builds documents from (elasticsearch)",
+    )  # fmt: skip
     add_portal_arguments(parser)
     args = parser.parse_args(argv)
     if args.size < 1 or args.samples < 1:

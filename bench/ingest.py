@@ -54,6 +54,8 @@ from common import (
 )
 
 GOAL_EVENTS_PER_SECOND = 5_000
+#: Until Elasticsearch holds every change: at least this share of `_bulk` alone.
+GOAL_BULK_RATIO = 0.8
 BASELINE_BULK_DOCUMENTS = 5_000
 SAMPLES = 20
 
@@ -232,15 +234,18 @@ def rows(results: dict[str, Any]) -> list[dict[str, Any]]:
             ("elasticsearch", "in Elasticsearch"),
         ):
             rate = figures[f"{kind}_events_per_second"]
+            mirrored = kind == "elasticsearch"
+            goal = f"≥ {GOAL_EVENTS_PER_SECOND:,} events/s"
             lines.append(
                 row(
                     "3",
                     f"Ingestion via HTTP, {phase}s, {label}",
-                    f"≥ {GOAL_EVENTS_PER_SECOND:,} events/s",
+                    goal + (f" and ≥ {GOAL_BULK_RATIO:g}x _bulk" if mirrored else ""),
                     f"{rate:,} events/s ({events} in {figures[f'{kind}_seconds']:.1f} s)",
-                    baseline=f"ES _bulk {baseline:,} events/s" if kind == "elasticsearch" else "",
-                    ratio=rate / baseline if kind == "elasticsearch" else None,
-                    met=rate >= GOAL_EVENTS_PER_SECOND,
+                    baseline=f"ES _bulk {baseline:,} events/s" if mirrored else "",
+                    ratio=rate / baseline if mirrored else None,
+                    met=rate >= GOAL_EVENTS_PER_SECOND
+                    and (not mirrored or rate >= GOAL_BULK_RATIO * baseline),
                 )
             )
     return lines

@@ -222,11 +222,21 @@ def default_sigint() -> None:
 # The table: rows from the scripts that write them, adapters for the others
 
 
+#: Items 1 and 2 by generator: seconds for 1,000,000, times faster than resync's
+#: write of the same entries, peak MiB, seconds for one change (issue 17 for the database).
+RESOURCE_LIST_GOALS = (
+    {"database": 6.5, "elasticsearch": 15},
+    {"database": 7.0, "elasticsearch": 3.0},
+    {"database": 200, "elasticsearch": 200},
+    {"database": 0.5, "elasticsearch": 1},
+)
+
+
 def resource_list_rows(results: dict[str, Any], baseline: dict[str, Any]) -> list[dict[str, Any]]:
     """Items 1 and 2 from bench/resource_list.py's JSON, beside resync's write."""
     rows = []
     size = results["size"]
-    goals = {"database": 8, "elasticsearch": 20}  # seconds for 1,000,000
+    goals, speedups, memory, change_seconds = RESOURCE_LIST_GOALS
     for name, goal_seconds in goals.items():
         if name not in results:
             rows.append(row("1", f"Full Resource List, {name}", "", "not measured", met=False))
@@ -236,15 +246,18 @@ def resource_list_rows(results: dict[str, Any], baseline: dict[str, Any]) -> lis
         rate = full["median_entries_per_second"]
         resync = f"resync {baseline['write_seconds']:.2f} s" if baseline else "not measured"
         ratio = full["median_seconds"] / baseline["write_seconds"] if baseline else None
+        speedup = speedups[name]
+        fast_enough = not speedup or ratio is None or ratio <= 1 / speedup
         rows.append(
             row(
                 "1",
                 f"Full Resource List from {name}, {size:,} entries",
-                f"≤ {goal_seconds} s for 1,000,000 (≥ {goal_rate:,.0f} entries/s)",
+                f"≤ {goal_seconds} s for 1,000,000 (≥ {goal_rate:,.0f} entries/s)"
+                + (f", ≥ {speedup:g}x resync" if speedup else ""),
                 f"{full['median_seconds']:.2f} s ({rate:,} entries/s)",
                 baseline=resync,
                 ratio=ratio,
-                met=rate >= goal_rate,
+                met=rate >= goal_rate and fast_enough,
             )
         )
         peak = full["max_peak_rss_mib"]
@@ -252,11 +265,11 @@ def resource_list_rows(results: dict[str, Any], baseline: dict[str, Any]) -> lis
             row(
                 "1",
                 f"Peak memory, full Resource List from {name}",
-                "flat (≤ 512 MiB)",
+                f"flat (≤ {memory[name]} MiB)",
                 f"{peak:,.0f} MiB",
                 baseline=f"resync {baseline['peak_rss_mib']:,.0f} MiB" if baseline else "",
                 ratio=peak / baseline["peak_rss_mib"] if baseline else None,
-                met=peak <= 512,
+                met=peak <= memory[name],
             )
         )
         for change in ("update", "create", "delete"):
@@ -278,11 +291,11 @@ def resource_list_rows(results: dict[str, Any], baseline: dict[str, Any]) -> lis
                 row(
                     "2",
                     f"Incremental {change}, {name}: time",
-                    "≤ 2 s",
+                    f"≤ {change_seconds[name]:g} s",
                     f"{figures['seconds']:.2f} s",
                     baseline=f"full {full['median_seconds']:.2f} s",
                     ratio=figures["seconds"] / full["median_seconds"],
-                    met=figures["seconds"] <= 2,
+                    met=figures["seconds"] <= change_seconds[name],
                 )
             )
     return rows

@@ -19,6 +19,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.safestring import SafeString
 
+from journal.liveness import close_abandoned_runs
 from journal.models import Run, RunKind
 from sitemaps.protocol.constants import ChangeType
 from sitemaps.selectors import with_regeneration_status
@@ -61,6 +62,7 @@ def sets_overview(now: dt.datetime) -> list[ResourceSet]:
 
     Two queries, whatever the number of sets.
     """
+    close_abandoned_runs()  # a killed run's line says failed, not running
     sets = list(_sets_with_counts(now))
     # `last_run_id` is annotated by _sets_with_counts; `last_run` is set here.
     run_ids = [getattr(s, "last_run_id", None) for s in sets]

@@ -1,4 +1,7 @@
-"""The journal in the admin: every run, filtered by set, kind, outcome and day; read-only."""
+"""The journal in the admin: every run, filtered by set, kind, outcome and day; read-only.
+
+Runs whose process is gone are marked failed before the list or a run is shown.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +11,7 @@ from django.contrib import admin
 from django.http import HttpRequest
 from django.utils.html import format_html
 
+from .liveness import close_abandoned_runs
 from .models import Outcome, Run, run_counts
 
 
@@ -41,9 +45,19 @@ class RunAdmin(admin.ModelAdmin):
         "packages",
         "bytes",
         "error",
+        "process",
+        "heartbeat_at",
         "reported",
     )
     readonly_fields = fields
+
+    def changelist_view(self, request: HttpRequest, extra_context=None):
+        close_abandoned_runs()
+        return super().changelist_view(request, extra_context)
+
+    def change_view(self, request: HttpRequest, object_id, form_url="", extra_context=None):
+        close_abandoned_runs()
+        return super().change_view(request, object_id, form_url, extra_context)
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
@@ -67,6 +81,10 @@ class RunAdmin(admin.ModelAdmin):
     @admin.display(description="counts")
     def written(self, run: Run) -> str:
         return run_counts(run)
+
+    @admin.display(description="process")
+    def process(self, run: Run) -> str:
+        return f"pid {run.pid} on {run.host}" if run.pid is not None else "-"
 
     @admin.display(description="reported")
     def reported(self, run: Run) -> str:

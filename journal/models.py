@@ -1,8 +1,9 @@
 """The journal: one row per run of any kind, what an operator reads first.
 
 A run is inserted when it starts and updated once when it ends
-(`journal.recording.record_run`); nothing else writes here but the pruning
-of runs older than the retention period.
+(`journal.recording.record_run`); a long run also writes a heartbeat now and
+then. Nothing else writes here but the marking of runs whose process is gone
+(`journal.liveness`) and the pruning of runs older than the retention period.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from django.db import models
+from django.db.models import Q
 
 from sources.models import ResourceSet
 
@@ -54,6 +56,16 @@ class Run(models.Model):
     bytes = models.BigIntegerField(default=0, help_text="Bytes written or copied.")
     error = models.TextField(blank=True)
     detail = models.JSONField(default=dict, blank=True, help_text="What the run reported.")
+    host = models.CharField(max_length=255, blank=True, help_text="The host the run ran on.")
+    pid = models.PositiveIntegerField(null=True, blank=True, help_text="Its process id there.")
+    process_start = models.CharField(
+        max_length=80,
+        blank=True,
+        help_text="When that process started (boot id/clock ticks), to tell a reused pid.",
+    )
+    heartbeat_at = models.DateTimeField(
+        null=True, blank=True, help_text="The last sign of life of a long run."
+    )
 
     class Meta:
         ordering = ["-started_at", "-id"]
@@ -61,6 +73,8 @@ class Run(models.Model):
             models.Index(fields=["started_at"], name="run_started"),
             models.Index(fields=["resource_set", "-started_at"], name="run_of_set"),
             models.Index(fields=["kind", "-started_at"], name="run_of_kind"),
+            # The few runs still running, which every read of the journal checks.
+            models.Index(fields=["started_at"], name="run_running", condition=Q(outcome="running")),
         ]
 
     def __str__(self) -> str:

@@ -14,8 +14,11 @@ Use it around the whole run, so a run that raises is recorded too::
 
 For a harvest of another source, pass `target=<its URL>` and no set.
 
-It costs one INSERT when the run starts and one UPDATE when it ends. The
-journal never stops a run: when the database cannot take the line (say, a
+It costs one INSERT when the run starts and one UPDATE when it ends, and
+from a thread one UPDATE per heartbeat (every tenth of
+RESOURCESYNC_JOURNAL_SILENCE_SECONDS, 60 s by default) while it runs, so a
+run killed without a chance to record its end is found out
+(`journal.liveness`). The journal never stops a run: when the database cannot take the line (say, a
 harvester on a host whose database was never migrated) it logs a warning and
 the run goes on unrecorded.
 """
@@ -23,8 +26,9 @@ the run goes on unrecorded.
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from datetime import timedelta
 
 from django.conf import settings
@@ -33,6 +37,7 @@ from django.utils import timezone
 
 from sources.models import ResourceSet
 
+from . import liveness
 from .models import COUNTS, Outcome, Run
 
 logger = logging.getLogger(__name__)
@@ -48,7 +53,11 @@ def record_run(
     """Record one run: its start now, its end (outcome, counts, error) when the block exits."""
     run = _start(kind, resource_set, target)
     try:
-        yield run
+        with ExitStack() as beating:
+            if run.pk is not None and liveness.can_beat_in_thread():
+                interval = liveness.heartbeat_interval()
+                beating.enter_context(liveness.RunHeartbeat(run.pk, interval))
+            yield run
     except BaseException as error:  # interrupted runs too (Ctrl-C, a time limit)
         run.fail(f"{type(error).__name__}: {error}")
         raise
@@ -62,6 +71,9 @@ def _start(kind: str, resource_set: ResourceSet | None, target: str) -> Run:
         resource_set=resource_set,
         target=target or (resource_set.path if resource_set is not None else ""),
         started_at=timezone.now(),
+        host=liveness.host_name(),
+        pid=os.getpid(),
+        process_start=liveness.process_start(os.getpid()),
     )
     try:
         with transaction.atomic():  # a savepoint inside a caller's transaction

@@ -1,4 +1,8 @@
-"""Reads of the journal: recent runs, filtered as the `runs` command and the admin ask."""
+"""Reads of the journal: recent runs, filtered as the `runs` command and the admin ask.
+
+A read first marks failed the runs whose process is gone
+(`journal.liveness.close_abandoned_runs`), so nobody is shown a killed run as running.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +10,7 @@ from django.db.models import QuerySet
 
 from sources.models import ResourceSet
 
+from .liveness import close_abandoned_runs
 from .models import Run, RunKind
 
 
@@ -13,6 +18,7 @@ def runs_recent(
     *, resource_set: ResourceSet | None = None, kind: str | None = None, limit: int = 20
 ) -> list[Run]:
     """The newest runs first, of one set and/or one kind."""
+    close_abandoned_runs()
     runs: QuerySet[Run] = Run.objects.select_related("resource_set__provider")
     if resource_set is not None:
         runs = runs.filter(resource_set=resource_set)

@@ -243,6 +243,13 @@ RESOURCESYNC_PUBLISHED_DIR = os.environ.get(
 
 # The journal of runs (journal/) keeps this many days; 0 keeps every run.
 RESOURCESYNC_JOURNAL_RETENTION_DAYS = int(os.environ.get("RESOURCESYNC_JOURNAL_RETENTION_DAYS", 90))
+# A running run with no sign of life for this long (its process killed on
+# another host, say) is marked failed: "process ended without recording an
+# outcome". A run beats every tenth of it; one whose process is gone from this
+# host is marked at once (journal/liveness.py).
+RESOURCESYNC_JOURNAL_SILENCE_SECONDS = float(
+    os.environ.get("RESOURCESYNC_JOURNAL_SILENCE_SECONDS", 600)
+)
 
 # Dump packages (ZIP) close at this many bytes (a larger single resource gets a
 # package of its own) and at the set's entries per document (at most 50,000

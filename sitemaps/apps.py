@@ -8,15 +8,18 @@ class SitemapsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from django.db.models.signals import post_delete, post_save
+        from django.db.models.signals import post_delete, post_save, pre_save
 
         from sources.models import CapabilitySettings, ResourceSet
-        from sources.signals import events_ingested
+        from sources.signals import changes_indexed, events_ingested
 
         from . import receivers
 
         events_ingested.connect(
             receivers.regenerate_after_ingest, dispatch_uid="sitemaps.regenerate_after_ingest"
+        )
+        changes_indexed.connect(
+            receivers.regenerate_after_ingest, dispatch_uid="sitemaps.regenerate_after_indexing"
         )
         for model in receivers.PUBLISHING_MODELS:
             for signal in (post_save, post_delete):
@@ -29,6 +32,16 @@ class SitemapsConfig(AppConfig):
             receivers.write_documents_of_new_set,
             sender=ResourceSet,
             dispatch_uid="sitemaps.write_documents_of_new_set",
+        )
+        pre_save.connect(
+            receivers.remember_locations,
+            sender=ResourceSet,
+            dispatch_uid="sitemaps.remember_locations",
+        )
+        post_save.connect(
+            receivers.follow_changed_locations,
+            sender=ResourceSet,
+            dispatch_uid="sitemaps.follow_changed_locations",
         )
         post_save.connect(
             receivers.write_documents_turned_on,

@@ -10,6 +10,7 @@ was killed.
 from __future__ import annotations
 
 import ctypes
+import gc
 import multiprocessing
 import os
 import signal
@@ -27,8 +28,20 @@ PR_SET_PDEATHSIG = 1
 
 
 def can_fork() -> bool:
-    """Not in a daemonic process, and not inside a transaction a child could not see."""
-    return not multiprocessing.current_process().daemon and not connection.in_atomic_block
+    """From the main thread of a process that may have children, outside a transaction.
+
+    A child inherits every lock another thread held at the fork (SQLite's
+    among them), so a run in a threaded server's request thread (runserver,
+    gunicorn's gthread) builds in process: forked beside busy request threads,
+    a builder could wait for ever. Our own threads (heartbeats) pause or lock
+    around a fork. A daemonic process (a Celery prefork worker) may not have
+    children, and a child could not see the parent's uncommitted transaction.
+    """
+    return (
+        threading.current_thread() is threading.main_thread()
+        and not multiprocessing.current_process().daemon
+        and not connection.in_atomic_block
+    )
 
 
 def die_with_parent(parent_pid: int) -> None:
@@ -62,10 +75,14 @@ def forked_pool(
 ) -> Iterator[ProcessPoolExecutor]:
     """A pool of `workers` forked children (forked at the first submit).
 
-    The parent's connections are closed first: each child opens its own. On
-    the way out, work not yet started is cancelled and the children joined.
+    The parent's connections are closed first: each child opens its own. The
+    parent's objects are frozen out of the collector meanwhile, so a child's
+    collections never write to (and so copy) the pages it shares with the
+    parent. On the way out, work not yet started is cancelled and the
+    children joined.
     """
     connections.close_all()
+    gc.freeze()
     pool = ProcessPoolExecutor(
         max_workers=workers,
         mp_context=multiprocessing.get_context("fork"),
@@ -76,3 +93,4 @@ def forked_pool(
         yield pool
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
+        gc.unfreeze()

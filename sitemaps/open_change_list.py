@@ -7,7 +7,7 @@ URL as its Change List. It is the page view with another lookup, so access
 
 from __future__ import annotations
 
-from .models import ChangeListPage
+from .models import ChangeListPage, StoredDocument
 from .protocol.constants import Capability
 from .views import StoredDocumentView
 
@@ -16,17 +16,9 @@ class OpenChangeListView(StoredDocumentView):
     model = ChangeListPage
     kind = Capability.CHANGE_LIST
 
-    def find_document(self) -> ChangeListPage | None:
+    def find_document(self) -> StoredDocument | None:
         """The set's list without `until`: closing a list opens the next, so there is one."""
-        lists = ChangeListPage.objects.select_related(
-            "resource_set__provider", "resource_set__capability_settings"
-        ).filter(
-            resource_set__provider__slug=self.kwargs["provider"],
-            resource_set__provider__active=True,
-            resource_set__slug=self.kwargs["set_slug"],
-            until__isnull=True,
-        )
-        return lists.order_by("-number").first()
+        return self.find({"until": None}, latest=True)
 
 
 open_change_list = OpenChangeListView.as_view()

@@ -13,6 +13,10 @@ A link is replaced atomically (rename over it) before the version it
 replaced is deleted, so the tree never points at a missing file for long and
 never at a document Django would refuse. Only for the local filesystem
 storage: RESOURCESYNC_PUBLISHED_DIR is empty (off) with any other.
+
+Final documents (closed Change Lists and Change Dump packages, whose
+Cache-Control is `caching.FINAL`) are linked under the set folder's `final/`
+instead: nginx tries that first, and its Cache-Control follows the path.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from django.core.files.storage import FileSystemStorage
 
 from sources.models import ResourceSet
 
+from . import caching
 from .models import (
     ChangeListPage,
     ChangePackage,
@@ -42,6 +47,8 @@ from .protocol.constants import Capability
 from .storage import GZIP_SUFFIX, document_storage
 
 URL_PREFIX = "resourcesync"
+#: The set folder's sub-folder of final documents (see the module docstring).
+FINAL_DIR = "final"
 #: What Django's <slug:> URL converter accepts.
 _SLUG = re.compile(r"[-a-zA-Z0-9_]+")
 
@@ -131,38 +138,69 @@ def _current_version(resource_set: ResourceSet, document: StoredDocument) -> Pat
     return None
 
 
-def _link(directory: Path, name: str, target: Path | None) -> None:
-    if target is not None:
-        directory.mkdir(parents=True, exist_ok=True)
-    link = directory / name
+def _link_pair(link: Path, target: Path | None) -> None:
     twin = target.with_name(target.name + GZIP_SUFFIX) if target is not None else None
     # The twin first: a reader asking for gzip never gets a version older than the plain one.
     _replace_link(link.with_name(link.name + GZIP_SUFFIX), twin)
     _replace_link(link, target)
 
 
+def _link(directory: Path, name: str, target: Path | None, *, final: bool = False) -> None:
+    """Link `name` (and its twin) in the set folder, or in `final/` for a final document.
+
+    The new link is made before the other place's is removed, so nginx (which
+    tries `final/` first) always finds one while the document is public.
+    """
+    here, elsewhere = _places(directory, final=final)
+    if target is not None:
+        here.mkdir(parents=True, exist_ok=True)
+    _link_pair(here / name, target)
+    _link_pair(elsewhere / name, None)
+
+
+def _places(directory: Path, *, final: bool) -> tuple[Path, Path]:
+    """(where a document's links go, where they must not be)."""
+    final_dir = directory / FINAL_DIR
+    return (final_dir, directory) if final else (directory, final_dir)
+
+
+def _is_final(document: StoredDocument) -> bool:
+    return caching.freshness(document) == caching.FINAL
+
+
 def publish(resource_set: ResourceSet, document: StoredDocument) -> None:
     """Point the document's public name at its current version, or withdraw it."""
     directory = _directory(resource_set)
     if directory is not None:
-        _link(directory, document.public_name, _current_version(resource_set, document))
+        target = _current_version(resource_set, document)
+        _link(directory, document.public_name, target, final=_is_final(document))
 
 
 def _link_package(directory: Path, resource_set: ResourceSet, package: DumpPackage) -> set[str]:
-    """Link a package (no gzip twin: a ZIP is compressed already) and its manifest copy."""
+    """Link a package (no gzip twin: a ZIP is compressed already) and its manifest copy.
+
+    Returns the names it may have in the folder, relative to it.
+    """
     public = bool(package.storage_name) and is_public(resource_set, package.kind)
     zip_target = Path(document_storage().path(package.storage_name)) if public else None
     manifest = package.manifest_name if public else ""
     manifest_target = Path(document_storage().path(manifest)) if manifest else None
+    final = _is_final(package)
+    _link(directory, package.manifest_public_name, manifest_target, final=final)
+    here, elsewhere = _places(directory, final=final)
     if zip_target is not None:
-        directory.mkdir(parents=True, exist_ok=True)
-    _link(directory, package.manifest_public_name, manifest_target)
-    _replace_link(directory / package.public_name, zip_target)
-    return {
-        package.public_name,
-        package.manifest_public_name,
-        package.manifest_public_name + GZIP_SUFFIX,
-    }
+        here.mkdir(parents=True, exist_ok=True)
+    _replace_link(here / package.public_name, zip_target)
+    _replace_link(elsewhere / package.public_name, None)
+    return _names(package.public_name, final=final) | _names(
+        package.manifest_public_name, final=final, twin=True
+    )
+
+
+def _names(name: str, *, final: bool, twin: bool = False) -> set[str]:
+    """Where `name` (and its gzip twin) lies in the set folder."""
+    place = f"{FINAL_DIR}/{name}" if final else name
+    return {place, place + GZIP_SUFFIX} if twin else {place}
 
 
 def publish_package(resource_set: ResourceSet, package: DumpPackage) -> None:
@@ -177,7 +215,8 @@ def withdraw_package(resource_set: ResourceSet, package: DumpPackage) -> None:
     directory = _directory(resource_set)
     if directory is not None:
         _link(directory, package.manifest_public_name, None)
-        _replace_link(directory / package.public_name, None)
+        for place in (directory, directory / FINAL_DIR):
+            _replace_link(place / package.public_name, None)
 
 
 def withdraw(resource_set: ResourceSet, document: StoredDocument) -> None:
@@ -194,14 +233,24 @@ def publish_set(resource_set: ResourceSet) -> None:
         return
     wanted = set()
     for document in _documents(resource_set):
-        _link(directory, document.public_name, _current_version(resource_set, document))
-        wanted.update({document.public_name, document.public_name + GZIP_SUFFIX})
+        final = _is_final(document)
+        target = _current_version(resource_set, document)
+        _link(directory, document.public_name, target, final=final)
+        wanted |= _names(document.public_name, final=final, twin=True)
     for package in _packages(resource_set):
         wanted |= _link_package(directory, resource_set, package)
-    if directory.is_dir():
-        for entry in directory.iterdir():
-            if entry.name not in wanted:
-                entry.unlink(missing_ok=True)
+    for place in (directory, directory / FINAL_DIR):
+        _remove_unwanted(directory, place, wanted)
+
+
+def _remove_unwanted(directory: Path, place: Path, wanted: set[str]) -> None:
+    """Remove the links in `place` that `wanted` (paths relative to `directory`) does not name."""
+    if not place.is_dir():
+        return
+    for entry in place.iterdir():
+        name = entry.relative_to(directory).as_posix()
+        if name not in wanted and not (name == FINAL_DIR and entry.is_dir()):
+            entry.unlink(missing_ok=True)
 
 
 def rebuild() -> None:

@@ -1,12 +1,16 @@
 """How the documents follow the data (connected in apps.py).
 
-- `events_ingested`: regenerate the set once it passes its threshold.
+- `events_ingested`, and `changes_indexed` for a generator that reads a copy:
+  regenerate the set once it passes its threshold.
 - A provider turned inactive, a set made protected, a capability switched
   off, a slug renamed or a set deleted must leave the front server's tree at
   once, or it would keep serving what Django now refuses. Admin edits are
   rare, so the whole tree is rebuilt after the commit.
 - A new set, or a capability turned on, gets its documents written after the
   commit, so what its Capability List advertises is there to read.
+- A set whose url_prefix or resource_root_dir changed gets its stored URIs
+  resolved again and every document rewritten after the commit
+  (`sources.re_resolve`, `tasks.follow_new_locations`).
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ PUBLISHING_MODELS = (DataProvider, ResourceSet, CapabilitySettings)
 
 
 def regenerate_after_ingest(sender: object, *, resource_set_id: int, **kwargs: Any) -> None:
-    """`events_ingested`: regenerate now past N pending changes, else after T seconds."""
+    """`events_ingested`, `changes_indexed`: regenerate once the changes are visible."""
     tasks.after_ingest(resource_set_id)
 
 
@@ -41,6 +45,32 @@ def write_documents_of_new_set(
     if created and not raw:
         set_id = instance.pk
         transaction.on_commit(lambda: tasks.write_missing_documents(set_id, now=True), robust=True)
+
+
+#: The fields stored URIs are resolved with (sources.locations).
+LOCATION_FIELDS = ("url_prefix", "resource_root_dir")
+
+
+def remember_locations(
+    sender: type, *, instance: ResourceSet, raw: bool = False, **kwargs: Any
+) -> None:
+    """`pre_save` of ResourceSet: the stored locations, for `follow_changed_locations`."""
+    if instance.pk is not None and not raw:
+        stored = ResourceSet.objects.filter(pk=instance.pk).values_list(*LOCATION_FIELDS)
+        instance._locations_before_save = stored.first()  # type: ignore[attr-defined]
+
+
+def follow_changed_locations(
+    sender: type, *, instance: ResourceSet, created: bool, raw: bool = False, **kwargs: Any
+) -> None:
+    """`post_save` of ResourceSet: a changed url_prefix or resource_root_dir moves the
+    stored URIs and rewrites the documents, after the commit."""
+    before = getattr(instance, "_locations_before_save", None)
+    now = tuple(getattr(instance, name) for name in LOCATION_FIELDS)
+    if created or raw or before is None or before == now:
+        return
+    set_id = instance.pk
+    transaction.on_commit(lambda: tasks.after_locations_changed(set_id), robust=True)
 
 
 def write_documents_turned_on(

@@ -11,7 +11,8 @@ from django.db.models import Q
 from django.utils import timezone
 
 from sources.generators import get_generator
-from sources.models import Change, ResourceSet
+from sources.models import ResourceSet
+from sources.re_resolve import re_resolve_uris
 
 from . import cleanup
 from .descriptions import missing_documents
@@ -37,14 +38,11 @@ def regenerate_resource_set(self, resource_set_id: int, full: bool = False) -> s
                 args=(resource_set_id,), kwargs={"full": True}, countdown=5
             )
         return "busy"
-    newest = Change.objects.filter(resource_set=resource_set).order_by("-id").values("id").first()
-    if newest and newest["id"] > report.through_change_id:
-        # Changes arrived during the run: their own timer found the set busy, so
-        # go again now if the generator can show them, else once indexing is on
-        # (run eagerly, nothing indexes meanwhile: going again would only recurse).
-        visible = change_watermark(resource_set, get_generator()) > report.through_change_id
-        if visible or not settings.CELERY_TASK_ALWAYS_EAGER:
-            schedule(resource_set, delay=0 if visible else 1)
+    # Changes arrived during the run: their own timer found the set busy, so go
+    # again now if the generator can show them; changes still being indexed
+    # come back through `changes_indexed` (sitemaps.receivers).
+    if change_watermark(resource_set, get_generator()) > report.through_change_id:
+        schedule(resource_set, delay=0)
     return str(report)
 
 
@@ -83,18 +81,37 @@ def schedule(resource_set: ResourceSet, *, delay: float) -> None:
 
 
 def after_ingest(resource_set_id: int) -> None:
-    """After events were committed (sitemaps.receivers): regenerate once the set passes
-    its threshold.
+    """After events were committed, or indexed (sitemaps.receivers): regenerate once the
+    set passes its threshold.
 
-    Past N pending changes it runs now; otherwise after T seconds, so a lone
-    change still shows in the open change list quickly.
+    Changes the generator cannot show yet wait for their `changes_indexed`.
+    Past N pending changes it runs now; otherwise at most one run starts per
+    T seconds: now if the last one started T seconds ago, so a lone change
+    shows at once, else when T seconds have passed since it started.
     """
     resource_set = ResourceSet.objects.select_related("provider").get(pk=resource_set_id)
+    if get_generator().needs_indexing(resource_set_id):
+        return
+    pending = pending_changes(resource_set)
+    if not pending:
+        return
     capabilities = resource_set.capabilities
-    if pending_changes(resource_set) >= capabilities.regenerate_after_changes:
+    if pending >= capabilities.regenerate_after_changes:
         schedule(resource_set, delay=0)
     else:
-        schedule(resource_set, delay=capabilities.regenerate_after_seconds)
+        schedule(resource_set, delay=_throttle(resource_set, capabilities.regenerate_after_seconds))
+
+
+def _throttle(resource_set: ResourceSet, seconds: int) -> float:
+    """Seconds until `seconds` have passed since the set's last run started."""
+    last = (
+        RegenerationState.objects.filter(resource_set=resource_set)
+        .values_list("regenerated_at", flat=True)
+        .first()
+    )
+    if last is None:
+        return 0
+    return max(0.0, seconds - (timezone.now() - last).total_seconds())
 
 
 def write_missing_documents(resource_set_id: int, *, now: bool) -> None:
@@ -114,6 +131,66 @@ def write_missing_documents(resource_set_id: int, *, now: bool) -> None:
         except Exception:
             logger.exception("Could not write the first documents of %s; queued", resource_set)
     schedule(resource_set, delay=0)
+
+
+class SetBusy(Exception):
+    """Another run holds the set: the task is retried."""
+
+
+def re_resolve_and_regenerate(
+    resource_set: ResourceSet, *, regenerate_anyway: bool = False
+) -> str | None:
+    """Resolve the set's stored URIs again; if any moved, mirror them, then rewrite every
+    document (a full run). None when another run holds the set (the URIs have moved)."""
+    moved = re_resolve_uris(resource_set=resource_set)
+    if not (moved.changed or regenerate_anyway):
+        return str(moved)
+    # The mirror first: the Elasticsearch generator would build from the old URIs.
+    get_generator().index_pending(resource_set.pk)
+    report = regenerate(resource_set, full=True)
+    return None if report is None else f"{moved}; {report}"
+
+
+@shared_task(
+    bind=True, autoretry_for=(Exception,), retry_backoff=2, retry_backoff_max=300, max_retries=10
+)
+def follow_new_locations(self, resource_set_id: int) -> str:
+    """A set's url_prefix or resource_root_dir changed: its documents follow.
+
+    Safe to run twice; a retry rewrites the documents even though the URIs
+    already moved in the first attempt.
+    """
+    resource_set = ResourceSet.objects.select_related("provider").filter(pk=resource_set_id).first()
+    if resource_set is None:
+        return "the set is gone"
+    outcome = re_resolve_and_regenerate(resource_set, regenerate_anyway=self.request.retries > 0)
+    if outcome is None:
+        raise SetBusy(f"{resource_set} is held by another run")
+    return outcome
+
+
+def after_locations_changed(resource_set_id: int) -> None:
+    """After a set's url_prefix or resource_root_dir change committed (sitemaps.receivers).
+
+    Eagerly (no broker: `make run`) it runs here, and a failure is logged with
+    what to run; the URIs are re-resolved in one transaction, so nothing is half moved.
+    """
+    if not settings.CELERY_TASK_ALWAYS_EAGER:
+        follow_new_locations.delay(resource_set_id)
+        return
+    resource_set = ResourceSet.objects.select_related("provider").get(pk=resource_set_id)
+    try:
+        outcome = re_resolve_and_regenerate(resource_set)
+    except Exception:
+        outcome = None
+        logger.exception("Re-resolving the URIs of %s failed", resource_set)
+    if outcome is None:
+        logger.error(
+            "The documents of %s do not follow its new url_prefix yet: run "
+            "manage.py re_resolve %s --regenerate",
+            resource_set,
+            resource_set.path,
+        )
 
 
 @shared_task

@@ -14,8 +14,9 @@ from django.utils.http import http_date
 
 from sources.tokens import check_set_access, request_token
 
-from . import descriptions
+from . import caching, descriptions
 from .access import ReadView, SetReadView
+from .document_lookup import find_document
 from .models import ChangeListPage, IndexDocument, ResourceListPage, StoredDocument
 from .protocol.constants import Capability
 from .publishing import capability_published
@@ -28,7 +29,10 @@ def _accepts_gzip(request: HttpRequest) -> bool:
     return "gzip" in request.headers.get("Accept-Encoding", "").lower()
 
 
-def _send(request: HttpRequest, document: StoredDocument) -> HttpResponseBase:
+def _send(
+    request: HttpRequest, document: StoredDocument, *, cache_control: str
+) -> HttpResponseBase:
+    """The stored file (or its gzip twin), or a 304, with the document's validators."""
     if not document.storage_name:
         raise Http404("This document has not been generated yet.")
     gzipped = _accepts_gzip(request)
@@ -43,6 +47,7 @@ def _send(request: HttpRequest, document: StoredDocument) -> HttpResponseBase:
     response["ETag"] = etag
     if last_modified is not None:
         response["Last-Modified"] = http_date(last_modified)
+    response["Cache-Control"] = cache_control
     patch_vary_headers(response, ["Accept-Encoding", "Authorization"])
     return response
 
@@ -69,7 +74,8 @@ def _file_response(
     return response
 
 
-def _send_bytes(request: HttpRequest, content: bytes) -> HttpResponseBase:
+def _send_bytes(request: HttpRequest, content: bytes, *, private: bool) -> HttpResponseBase:
+    """A document built per request; it changes at any time, so caches revalidate it."""
     etag = f'"{content_etag(content)}"'
     response: HttpResponseBase | None = get_conditional_response(request, etag=etag)
     if response is None:
@@ -77,6 +83,7 @@ def _send_bytes(request: HttpRequest, content: bytes) -> HttpResponseBase:
         response = HttpResponse(body, content_type=CONTENT_TYPE)
         response["Content-Length"] = str(len(content))
     response["ETag"] = etag
+    response["Cache-Control"] = caching.cache_control(caching.REVALIDATE, private=private)
     patch_vary_headers(response, ["Authorization"])
     return response
 
@@ -85,14 +92,19 @@ class SourceDescriptionView(ReadView):
     """Every public set, and the protected sets the request's token reaches."""
 
     def get(self, request: HttpRequest) -> HttpResponseBase:
-        return _send_bytes(request, descriptions.source_description(request_token(request)))
+        token = request_token(request)
+        # What it lists depends on the token: private when one was sent.
+        content = descriptions.source_description(token)
+        return _send_bytes(request, content, private=token is not None)
 
 
 class CapabilityListView(SetReadView):
     """The set's Capability List, built per request (it is small)."""
 
     def get(self, request: HttpRequest, **kwargs: Any) -> HttpResponseBase:
-        return _send_bytes(request, descriptions.capability_list(self.get_resource_set()))
+        resource_set = self.get_resource_set()
+        content = descriptions.capability_list(resource_set)
+        return _send_bytes(request, content, private=resource_set.protected)
 
 
 class StoredDocumentView(SetReadView):
@@ -121,19 +133,27 @@ class StoredDocumentView(SetReadView):
         where: dict[str, object] = (
             {"kind": self.kind} if self.index else {"number": self.kwargs["number"]}
         )
-        documents = self.model._default_manager.select_related(
-            "resource_set__provider", "resource_set__capability_settings"
-        ).filter(
-            resource_set__provider__slug=self.kwargs["provider"],
-            resource_set__provider__active=True,
-            resource_set__slug=self.kwargs["set_slug"],
-            **where,
+        return self.find(where)
+
+    def find(self, where: dict[str, object], *, latest: bool = False) -> StoredDocument | None:
+        """The URL's set's document matching `where`, with its set (one query)."""
+        return find_document(
+            self.model,
+            provider=self.kwargs["provider"],
+            set_slug=self.kwargs["set_slug"],
+            where=where,
+            latest=latest,
         )
-        # Unique by constraint; no ORDER BY to compile.
-        return next(iter(documents.order_by()[:1]), None)
 
     def get(self, request: HttpRequest, **kwargs: Any) -> HttpResponseBase:
-        return _send(request, self.get_object())
+        document = self.get_object()
+        return _send(request, document, cache_control=document_cache_control(document))
+
+
+def document_cache_control(document: StoredDocument) -> str:
+    """The document's rule (sitemaps.caching), private for a protected set."""
+    private = document.resource_set.protected
+    return caching.cache_control(caching.freshness(document), private=private)
 
 
 source_description = SourceDescriptionView.as_view()

@@ -5,6 +5,15 @@ replace them, and `date_nanos` keeps the database's microseconds so both
 stores order changes identically. Signals are ignored: `sources.indexing`
 indexes after commit.
 
+The seeds map `location`, `ln` and each link's `href` as `nested`. A nested
+object is a Lucene document of its own, so that made every resource and
+change four documents (itself, its location, each link and its href). Only
+`ln` is a list, where `nested` keeps a link's fields together in a query; a
+location and an href are one object each, so as plain objects they keep the
+same fields and every query the same meaning: two Lucene documents per
+linked resource instead of four. `manage.py reconcile --rebuild` moves an
+existing deployment's indices to this mapping (MAPPING_VERSION).
+
 The Elasticsearch generator names its indices from its own INDEX_PREFIX and
 takes their mappings from here; these registered indices carry the default
 generator's prefix, so `manage.py search_index` creates the indices it writes.
@@ -17,6 +26,8 @@ from django_elasticsearch_dsl.registries import registry
 from .models import Change, Resource
 
 INDEX_SETTINGS = {"number_of_shards": 1, "number_of_replicas": 0}
+#: Bumped when the mappings change; `reconcile --rebuild` names new indices after it.
+MAPPING_VERSION = 2
 #: Of the indices' names, when the generator's settings entry gives none.
 DEFAULT_INDEX_PREFIX = "resourcesync"
 
@@ -37,8 +48,9 @@ changes_index.settings(**INDEX_SETTINGS)
 DATE_NANOS = {"type": "date_nanos", "format": "strict_date_optional_time_nanos"}
 
 
-def location_field() -> fields.NestedField:
-    return fields.NestedField(
+def location_field() -> fields.ObjectField:
+    """One object per document (or link): `nested` would only add a Lucene document."""
+    return fields.ObjectField(
         properties={"type": fields.KeywordField(), "value": fields.KeywordField()}
     )
 

@@ -8,26 +8,35 @@ repairs whatever an outage left behind. The Elasticsearch generator owns one
 
 from __future__ import annotations
 
+import copy
 import logging
 import os
 import time
 from collections.abc import Iterable, Iterator
-from itertools import islice
+from concurrent.futures import Future, ThreadPoolExecutor
+from itertools import chain, islice
 from typing import Any
 
 import orjson
+from django.core.cache import cache
 from django.db.models import Count, QuerySet, Sum
+from django_elasticsearch_dsl import Index
 from elasticsearch import Elasticsearch
 from elasticsearch.serializer import OrjsonSerializer
 
 from .documents import changes_index, index_names, resources_index
 from .generators.base import ReconcileReport
 from .models import Change, Resource, ResourceSet
+from .signals import changes_indexed
 
 logger = logging.getLogger(__name__)
 
-#: Changes read from the database per batch, and actions sent per `_bulk` request.
+#: Changes read from the database per batch.
 BATCH_SIZE = 2000
+#: Actions per `_bulk` request: a batch's resources and changes together.
+BULK_ACTIONS = 2 * BATCH_SIZE
+#: How long a set's indexing claim outlives its last batch (a killed worker's lapses).
+CLAIM_SECONDS = 120
 #: How often a long indexing run makes its work searchable and marks it done.
 REFRESH_EVERY_SECONDS = 1.0
 #: Keys read per search when reconcile compares the mirror with the database.
@@ -86,9 +95,18 @@ def change_source(row: dict[str, Any], set_path: str) -> dict[str, Any]:
     return source
 
 
-def _set_paths(set_ids: Iterable[int]) -> dict[int, str]:
+def set_paths(set_ids: Iterable[int]) -> dict[int, str]:
     sets = ResourceSet.objects.filter(pk__in=set(set_ids)).select_related("provider")
     return {resource_set.pk: resource_set.path for resource_set in sets}
+
+
+def _bulk_body(actions: list[BulkAction]) -> bytes:
+    lines = []
+    for header, source in actions:
+        lines.append(orjson.dumps(header))
+        if source is not None:
+            lines.append(orjson.dumps(source))
+    return b"\n".join(lines) + b"\n"
 
 
 def _raise_refusals(response: Any) -> None:
@@ -99,6 +117,14 @@ def _raise_refusals(response: Any) -> None:
         action, info = next(iter(item.items()))
         if "error" in info and not (action == "delete" and info.get("status") == 404):
             raise RuntimeError(f"Elasticsearch refused a {action}: {info['error']}")
+
+
+def _pending(resource_set_id: int | None) -> QuerySet[Change]:
+    """Changes not mirrored yet, of one set or of all."""
+    pending = Change.objects.filter(indexed=False)
+    if resource_set_id is not None:
+        pending = pending.filter(resource_set_id=resource_set_id)
+    return pending
 
 
 def _mark_indexed(change_ids: list[int]) -> None:
@@ -125,6 +151,9 @@ class Mirror:
         self.resources_index, self.changes_index = index_names(index_prefix)
         self._client: Elasticsearch | None = None
         self._client_pid = 0
+        self._pool: ThreadPoolExecutor | None = None
+        self._pool_pid = 0
+        self._in_flight: Future[Any] | None = None
 
     @property
     def client(self) -> Elasticsearch:
@@ -141,37 +170,87 @@ class Mirror:
 
     def ensure_indices(self) -> None:
         """Create both indices, with the Documents' mappings, if they are missing."""
-        templates = {self.resources_index: resources_index, self.changes_index: changes_index}
-        for name, template in templates.items():
+        for name, template in self.templates().items():
             if not self.client.indices.exists(index=name):
                 self.client.indices.create(index=name, **template.to_dict())
 
+    def create_indices(self) -> None:
+        """Create both indices with the Documents' mappings; fail if one exists."""
+        for name, template in self.templates().items():
+            self.client.indices.create(index=name, **template.to_dict())
+
+    def templates(self) -> dict[str, Index]:
+        """Each index this mirror writes, and the registered index giving its mappings."""
+        return {self.resources_index: resources_index, self.changes_index: changes_index}
+
+    def retargeted(self, resources: str, changes: str) -> Mirror:
+        """The same cluster and client, writing to two other indices (a rebuild fills them)."""
+        other = copy.copy(self)
+        other.resources_index, other.changes_index = resources, changes
+        return other
+
+    def concrete_indices(self, name: str) -> list[str]:
+        """The indices a name stands for: itself, or an alias's targets (after a rebuild)."""
+        found = self.client.indices.get(index=name, ignore_unavailable=True)
+        return sorted(found)
+
     def delete_indices(self) -> None:
         """Drop both indices (tests and benchmarks start from nothing)."""
-        names = f"{self.resources_index},{self.changes_index}"
-        self.client.indices.delete(index=names, ignore_unavailable=True)
+        names = [
+            index
+            for name in (self.resources_index, self.changes_index)
+            for index in self.concrete_indices(name)
+        ]
+        if names:
+            self.client.indices.delete(index=",".join(names), ignore_unavailable=True)
 
     def refresh(self) -> None:
+        """Make every write sent so far searchable (the one in flight included)."""
+        self.flush()
         self.client.indices.refresh(index=f"{self.resources_index},{self.changes_index}")
 
-    def send(self, actions: Iterable[BulkAction]) -> None:
-        """Send index and delete actions, BATCH_SIZE per `_bulk` request.
+    def send(self, actions: Iterable[BulkAction], *, wait: bool = True) -> None:
+        """Send index and delete actions, BULK_ACTIONS per `_bulk` request.
 
         The body is orjson lines joined by hand: for the same 50,000 documents,
         `elasticsearch.helpers.streaming_bulk` took 2.3 times the client CPU and
-        8% longer (bench figures in the issue notes).
+        8% longer (bench figures in the issue notes). With `wait=False` the
+        last request may still be in flight on return; `flush` and `refresh`
+        wait for it.
         """
         pending = iter(actions)
-        while chunk := list(islice(pending, BATCH_SIZE)):
-            lines = []
-            for header, source in chunk:
-                lines.append(orjson.dumps(header))
-                if source is not None:
-                    lines.append(orjson.dumps(source))
-            body = b"\n".join(lines) + b"\n"
-            # The client sends bytes as they are; its types only know lists of dicts.
-            response = self.client.bulk(body=body, filter_path=BULK_FILTER_PATH)  # type: ignore[arg-type]
-            _raise_refusals(response)
+        while chunk := list(islice(pending, BULK_ACTIONS)):
+            self._post(_bulk_body(chunk))
+        if wait:
+            self.flush()
+
+    def _post(self, body: bytes) -> None:
+        """Send one body from a background thread, once the one before it is done.
+
+        So a backlog reads and builds its next batch while Elasticsearch
+        indexes the previous one, rather than each waiting for the other.
+        """
+        sender = self._sender()
+        self.flush()
+        # The client sends bytes as they are; its types only know lists of dicts.
+        self._in_flight = sender.submit(
+            self.client.bulk,
+            body=body,  # type: ignore[arg-type]
+            filter_path=BULK_FILTER_PATH,
+        )
+
+    def _sender(self) -> ThreadPoolExecutor:
+        """One sending thread per process (a forked child has none of its parent's)."""
+        if self._pool is None or self._pool_pid != os.getpid():
+            self._pool, self._pool_pid = ThreadPoolExecutor(max_workers=1), os.getpid()
+            self._in_flight = None
+        return self._pool
+
+    def flush(self) -> None:
+        """Wait for the `_bulk` request in flight, if any; raise if it refused an action."""
+        in_flight, self._in_flight = self._in_flight, None
+        if in_flight is not None and self._pool_pid == os.getpid():
+            _raise_refusals(in_flight.result())
 
     def _resource_actions(self, keys: set[int]) -> Iterator[BulkAction]:
         """Index the current rows of these resources; delete the ones gone."""
@@ -179,7 +258,7 @@ class Mirror:
         for start in range(0, len(ordered), BATCH_SIZE):
             chunk = ordered[start : start + BATCH_SIZE]
             rows = list(Resource.objects.filter(pk__in=chunk).values(*RESOURCE_FIELDS))
-            paths = _set_paths(row["resource_set_id"] for row in rows)
+            paths = set_paths(row["resource_set_id"] for row in rows)
             for row in rows:
                 source = resource_source(row, paths[row["resource_set_id"]])
                 yield {"index": {"_index": self.resources_index, "_id": str(row["id"])}}, source
@@ -189,14 +268,15 @@ class Mirror:
     def _index_change_rows(self, change_ids: list[int]) -> int:
         """Index these changes and the current state of the resources they touched."""
         rows = list(Change.objects.filter(pk__in=change_ids).values(*CHANGE_FIELDS))
-        paths = _set_paths(row["resource_set_id"] for row in rows)
+        paths = set_paths(row["resource_set_id"] for row in rows)
         touched = {row["resource_key"] for row in rows if row["resource_key"]}
-        self.send(self._resource_actions(touched))
-        self.send(
+        changes = (
             ({"index": {"_index": self.changes_index, "_id": str(row["id"])}},
              change_source(row, paths[row["resource_set_id"]]))
             for row in rows
         )  # fmt: skip
+        # One request for both: resources first, so a change never shows before its resource.
+        self.send(chain(self._resource_actions(touched), changes), wait=False)
         return len(rows)
 
     def index_changes(self, change_ids: list[int]) -> int:
@@ -211,14 +291,31 @@ class Mirror:
     def index_pending(self, resource_set_id: int | None = None) -> int:
         """Index every change not yet mirrored (of one set, or of all sets).
 
-        Batches are sent one after the other; every REFRESH_EVERY_SECONDS, and at
-        the end, the indices are refreshed and the sent changes marked indexed,
-        so a long backlog becomes visible as it goes without a refresh per batch.
+        One run per set at a time: every commit queues a run, and two at once
+        would send the same unmarked changes twice. A run that finds the set
+        claimed leaves its changes to the holder, which looks again once it
+        has let go, so none is left behind.
+        """
+        claim = f"resourcesync:mirror-indexing:{resource_set_id or 'all'}"
+        done = 0
+        while cache.add(claim, os.getpid(), timeout=CLAIM_SECONDS):
+            try:
+                done += self._index_backlog(resource_set_id, claim)
+            finally:
+                cache.delete(claim)
+            if not _pending(resource_set_id).exists():
+                break
+        return done
+
+    def _index_backlog(self, resource_set_id: int | None, claim: str) -> int:
+        """Send the pending changes in batches, refreshing as they go.
+
+        Every REFRESH_EVERY_SECONDS, and at the end, the indices are refreshed
+        and the sent changes marked indexed (and the claim renewed), so a long
+        backlog becomes visible as it goes without a refresh per batch.
         """
         self.ensure_indices()
-        pending = Change.objects.filter(indexed=False)
-        if resource_set_id is not None:
-            pending = pending.filter(resource_set_id=resource_set_id)
+        pending = _pending(resource_set_id)
         done, last = 0, 0
         sent: list[int] = []
         refreshed = time.monotonic()
@@ -232,6 +329,9 @@ class Mirror:
             if sent and (not batch or time.monotonic() - refreshed >= REFRESH_EVERY_SECONDS):
                 self.refresh()
                 _mark_indexed(sent)
+                cache.touch(claim, CLAIM_SECONDS)
+                if resource_set_id is not None:
+                    changes_indexed.send_robust(sender=Mirror, resource_set_id=resource_set_id)
                 done += len(sent)
                 sent = []
                 refreshed = time.monotonic()

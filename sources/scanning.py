@@ -17,7 +17,6 @@ import os
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 
 from django.conf import settings
 from django.core.cache import cache
@@ -28,7 +27,13 @@ from journal.recording import record_run
 
 from .bulk import concrete_field
 from .events import Event
-from .generators.filesystem import FolderComparison, KnownResource, Skipped, walk_folder
+from .generators.filesystem import (
+    FolderComparison,
+    KnownResource,
+    Skipped,
+    epoch_microseconds,
+    walk_folder,
+)
 from .models import Resource, ResourceSet
 from .services import EventsRejected, ingest_events
 
@@ -67,37 +72,42 @@ class ScanReport:
 def known_state(resource_set: ResourceSet) -> dict[str, KnownResource]:
     """The recorded state of the set's resources the folder can hold, by URI.
 
-    One raw query: a rescan of a million files is mostly this read, and the
-    ORM's per-value datetime converter would cost more than the walk.
+    One raw query, lastmod read as microseconds since the epoch: a rescan of a
+    million files is mostly this read and the walk, and a datetime per row (the
+    ORM's converter, or parsing) would cost more than the walk.
     """
     quote = connection.ops.quote_name
     column = {name: quote(concrete_field(Resource, name).column) for name in _STATE_COLUMNS}
-    lastmod = column["lastmod"]
-    if connection.vendor == "sqlite":  # naive UTC text: one C call to parse with a zone
-        lastmod = f"{lastmod} || '+00:00'"
+    lastmod_us = _epoch_microseconds_sql(column["lastmod"])
     sql = (
-        f"SELECT {column['uri']}, {column['length']}, {lastmod}, "  # noqa: S608
+        f"SELECT {column['uri']}, {column['length']}, {lastmod_us or column['lastmod']}, "  # noqa: S608
         f"{column['location_type']}, {column['location_value']} "
         f"FROM {quote(Resource._meta.db_table)} "
         f"WHERE {column['resource_set']} = %s"
     )
     prefix = resource_set.url_prefix.rstrip("/") + "/"
-    known = {}
+    known: dict[str, KnownResource] = {}
     with connection.cursor() as cursor:
         cursor.execute(sql, [resource_set.pk])
         while rows := cursor.fetchmany(10_000):
-            for uri, length, modified, location_type, location_value in rows:
-                if uri.startswith(prefix):
-                    known[uri] = KnownResource(
-                        length, _aware(modified), location_type, location_value
-                    )
+            known.update((row[0], row) for row in rows if row[0].startswith(prefix))
+    if not lastmod_us:  # another database: its datetimes, converted here
+        for uri, (_, length, moment, location_type, location_value) in known.items():
+            lastmod = epoch_microseconds(moment)  # type: ignore[arg-type]
+            known[uri] = (uri, length, lastmod, location_type, location_value)
     return known
 
 
-def _aware(value: datetime | str) -> datetime:
-    if isinstance(value, str):
-        value = datetime.fromisoformat(value)
-    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+def _epoch_microseconds_sql(column: str) -> str:
+    """SQL for a lastmod column as integer microseconds since the epoch; "" if unknown here."""
+    if connection.vendor == "postgresql":
+        return f"(EXTRACT(EPOCH FROM {column}) * 1000000)::bigint"
+    if connection.vendor == "sqlite":  # naive UTC text "YYYY-MM-DD HH:MM:SS[.ffffff]"
+        # The seconds without the fraction (strftime rounds to milliseconds: .9999 would
+        # count as the next second); %% escapes the placeholder.
+        seconds = f"CAST(strftime('%%s', substr({column}, 1, 19)) AS INTEGER)"
+        return f"({seconds} * 1000000 + CAST(substr({column} || '000000', 21, 6) AS INTEGER))"
+    return ""
 
 
 def _batches(events: Iterable[Event], size: int) -> Iterator[list[Event]]:
@@ -139,9 +149,10 @@ def _scan(resource_set: ResourceSet) -> ScanReport:
     known = known_state(resource_set)
     comparison = FolderComparison(known)
     report = ScanReport()
-    found = walk_folder(root, resource_set.url_prefix, known)
-    _ingest(resource_set, comparison.changes(found), report)
-    _ingest(resource_set, comparison.deletions(), report)
+    walker = walk_folder(root, resource_set.url_prefix, comparison.files)
+    # Deletions are known once the walk is done: chained, a rescan's few events are one batch.
+    events = itertools.chain(comparison.changes(walker), comparison.deletions())
+    _ingest(resource_set, events, report)
     report.unchanged = comparison.unchanged
     report.hashed, report.bytes_hashed = comparison.hashed, comparison.bytes_hashed
     report.skipped = comparison.skipped

@@ -20,7 +20,7 @@ from django.utils import timezone
 
 from sitemaps.protocol.constants import ChangeType
 
-from .bulk import BulkWriter, keys_by_uri
+from .bulk import BulkWriter, keys_by_uri, known_event_ids
 from .events import Event
 from .models import Change, Resource, ResourceSet
 from .signals import events_ingested
@@ -76,6 +76,11 @@ class EventError:
     index: int
     field: str
     message: str
+
+
+class LocationsChanged(Exception):
+    """The set's url_prefix or resource_root_dir changed after the events were resolved
+    with the old ones: nothing was applied, and sent again they resolve with the new."""
 
 
 class EventsRejected(Exception):
@@ -134,6 +139,22 @@ def open_change_list_start(*, resource_set: ResourceSet) -> datetime | None:
     return first.first()
 
 
+def _check_locations(resource_set: ResourceSet) -> None:
+    """Under the set's lock: the events were resolved with the set's current locations.
+
+    Otherwise they would store URIs under a prefix the set just left, after
+    `sources.re_resolve` moved every other row.
+    """
+    current = ResourceSet.objects.filter(pk=resource_set.pk).values_list(
+        "url_prefix", "resource_root_dir"
+    )
+    if current.get() != (resource_set.url_prefix, resource_set.resource_root_dir):
+        raise LocationsChanged(
+            f"The url_prefix or resource_root_dir of {resource_set} changed while the "
+            "events were applied; nothing was applied. Send them again."
+        )
+
+
 def _last_change_id(resource_set: ResourceSet) -> int:
     newest = Change.objects.filter(resource_set=resource_set).order_by("-id").values("id").first()
     return newest["id"] if newest else 0
@@ -153,6 +174,7 @@ def ingest_events(
     """
     with transaction.atomic():
         received_at = resource_set_lock(resource_set=resource_set)
+        _check_locations(resource_set)
         since = open_change_list_start(resource_set=resource_set)
         # A list may close a little in the future (at a datetime within the
         # clock skew): a receipt time never falls inside it.
@@ -232,11 +254,7 @@ def _announce(resource_set: ResourceSet, after_change_id: int) -> None:
 def _apply_batch(resource_set: ResourceSet, events: list[Event], result: IngestResult) -> None:
     ids = [event.id for event in events if event.id]
     if ids:
-        known = set(
-            Change.objects.filter(resource_set=resource_set, event_id__in=ids).values_list(
-                "event_id", flat=True
-            )
-        )
+        known = known_event_ids(resource_set.pk, ids)
         if known:
             result.duplicates += sum(1 for event in events if event.id in known)
             events = [event for event in events if event.id not in known]

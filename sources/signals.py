@@ -15,6 +15,11 @@ from django.dispatch import Signal
 
 events_ingested = Signal()
 
+#: Sent by a generator that keeps a copy (the Elasticsearch mirror) once a set's
+#: changes are visible in it, with `resource_set_id`: regeneration waits for this
+#: rather than guessing how long indexing takes.
+changes_indexed = Signal()
+
 
 @contextmanager
 def receivers_muted(signal: Signal) -> Iterator[None]:

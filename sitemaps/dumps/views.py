@@ -31,7 +31,7 @@ from sitemaps.models import (
     ResourcePackage,
     StoredDocument,
 )
-from sitemaps.views import StoredDocumentView, _send
+from sitemaps.views import StoredDocumentView, _send, document_cache_control
 
 from .ranges import ByteRange, Unsatisfiable, if_range_holds, requested_range
 from .storage import open_stored
@@ -46,20 +46,7 @@ class DumpDocumentView(StoredDocumentView):
     model = DumpDocument
 
     def find_document(self) -> StoredDocument | None:
-        return (
-            DumpDocument.objects.select_related(
-                "resource_set__provider", "resource_set__capability_settings"
-            )
-            .filter(
-                resource_set__provider__slug=self.kwargs["provider"],
-                resource_set__provider__active=True,
-                resource_set__slug=self.kwargs["set_slug"],
-                kind=self.kind,
-                number=self.kwargs.get("number", 0),
-            )
-            .order_by()
-            .first()
-        )
+        return self.find({"kind": self.kind, "number": self.kwargs.get("number", 0)})
 
 
 @dataclass(frozen=True)
@@ -87,7 +74,8 @@ class PackageView(StoredDocumentView):
                 package.manifest_size,
                 package.generated_at,
             )
-            return _send(request, copy)  # type: ignore[arg-type]
+            cache_control = document_cache_control(package)
+            return _send(request, copy, cache_control=cache_control)  # type: ignore[arg-type]
         return send_package(request, package)
 
 
@@ -115,6 +103,7 @@ def send_package(request: HttpRequest, package: DumpPackage) -> HttpResponseBase
     if last_modified is not None:
         response["Last-Modified"] = http_date(last_modified)
     response["Accept-Ranges"] = "bytes"
+    response["Cache-Control"] = document_cache_control(package)
     patch_vary_headers(response, ["Authorization"])
     return response
 

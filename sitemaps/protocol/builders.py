@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
+from io import BytesIO
 from typing import Generic, TypeVar
 
 from sitemaps.protocol.constants import (
@@ -43,7 +44,9 @@ class PageBuilder:
     """Collects pre-rendered entries between a header and a footer under both limits.
 
     `add()` refuses an entry that would break either limit, so the caller closes
-    the page there and carries the entry over to the next one.
+    the page there and carries the entry over to the next one. Entries go
+    straight into one growing buffer, which `close()` hands over without a
+    copy: a 15 MB page costs 15 MB, not 50,000 small objects and their join.
     """
 
     def __init__(
@@ -62,7 +65,8 @@ class PageBuilder:
         self.size = len(header) + len(footer)
         if self.size > max_bytes:
             raise DocumentTooLarge(f"header and footer alone exceed {max_bytes} bytes")
-        self._parts = [header]
+        self._buffer = BytesIO()
+        self._buffer.write(header)
         self._footer = footer
 
     @property
@@ -74,7 +78,7 @@ class PageBuilder:
         """Append `entry` if the page stays within both limits; False means close the page."""
         if self.entries >= self.max_entries or self.size + len(entry) > self.max_bytes:
             return False
-        self._parts.append(entry)
+        self._buffer.write(entry)
         self.size += len(entry)
         self.entries += 1
         return True
@@ -87,7 +91,7 @@ class PageBuilder:
         The loop keeps its counters in locals: it runs once per entry of
         million-entry lists.
         """
-        parts, entries, size = self._parts, self.entries, self.size
+        write, entries, size = self._buffer.write, self.entries, self.size
         max_entries, max_bytes = self.max_entries, self.max_bytes
         last: RecordT | None = None
         has_more = False
@@ -103,7 +107,7 @@ class PageBuilder:
                     )
                 has_more = True
                 break
-            parts.append(entry)
+            write(entry)
             size += len(entry)
             entries += 1
             last = record
@@ -114,8 +118,8 @@ class PageBuilder:
 
     def close(self) -> bytes:
         """The finished document; `size` is its exact length."""
-        self._parts.append(self._footer)
-        return b"".join(self._parts)
+        self._buffer.write(self._footer)
+        return self._buffer.getvalue()
 
 
 @dataclass(frozen=True, slots=True)

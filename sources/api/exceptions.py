@@ -20,7 +20,7 @@ from rest_framework.exceptions import APIException
 from rest_framework.response import Response
 from rest_framework.views import exception_handler, set_rollback
 
-from sources.services import EventsRejected
+from sources.services import EventsRejected, LocationsChanged
 
 from .parsers import BodyTooLarge, LengthRequired
 from .serializers import ErrorListSerializer
@@ -69,6 +69,18 @@ class DatabaseBusy(APIException):
     retry_after = 1
 
 
+class SetMoved(APIException):
+    """The set's url_prefix changed while the request waited for it: resend to resolve anew."""
+
+    status_code = status.HTTP_503_SERVICE_UNAVAILABLE
+    default_detail = (
+        "The set's url_prefix or resource_root_dir changed while this request was applied; "
+        "nothing was applied. Retry shortly."
+    )
+    default_code = "set_moved"
+    retry_after = 1
+
+
 def _database_error(exc: OperationalError) -> APIException | None:
     """Only SQLite's lock timeout is the client's to retry; any other is a bug (500)."""
     if "locked" in str(exc):  # "database is locked", "database table is locked"
@@ -82,6 +94,7 @@ API_ERRORS: dict[type[Exception], Callable[[Any], APIException | None]] = {
     BodyTooLarge: lambda exc: PayloadTooLarge(str(exc)),
     LengthRequired: lambda exc: ChunkedBodyUnreadable(),
     OperationalError: _database_error,
+    LocationsChanged: lambda exc: SetMoved(),
     UnreadablePostError: lambda exc: BodyError("could not be read to the end."),
 }
 
@@ -97,6 +110,6 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response |
         body = ErrorListSerializer({"errors": exc.errors}).data
         return Response(body, status=exc.status_code)
     response = exception_handler(exc, context)
-    if response is not None and isinstance(exc, DatabaseBusy):
+    if response is not None and isinstance(exc, DatabaseBusy | SetMoved):
         response["Retry-After"] = str(exc.retry_after)
     return response

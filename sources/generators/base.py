@@ -86,6 +86,10 @@ class BaseGenerator:
         """Repair what the backend's copy lost or kept too long; say what was fixed."""
         return ReconcileReport(note=f"nothing to do, the {self.name} generator keeps no copy")
 
+    def rebuild(self) -> str:
+        """Rebuild the backend's copy with its current mappings, without downtime; say what."""
+        return f"nothing to rebuild, the {self.name} generator keeps no copy"
+
     def check_copy(self, timeout: float) -> bool:
         """Raise if the copy the backend keeps is down or unhealthy; False if it keeps none."""
         return False

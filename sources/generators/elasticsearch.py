@@ -55,8 +55,10 @@ CHANGE_FILTER_PATH = [
     *_source_paths(*RESOURCE_FIELDS, "resource_key", "change", "datetime"),
     "hits.hits.sort",
 ]
-#: Hits per request: the most the default `index.max_result_window` allows.
-BATCH_SIZE = 10_000
+#: Hits per request. Half the most `index.max_result_window` allows: a builder
+#: holds two batches (one prefetched), and 5,000 took 18 MiB less per process
+#: and a tenth less client CPU than 10,000 for 200,000 resources.
+BATCH_SIZE = 5_000
 DATE_FORMAT = "strict_date_optional_time_nanos"
 FILTER_PATH = ["hits.hits._source", "hits.hits.sort"]
 
@@ -149,6 +151,12 @@ class ElasticsearchGenerator(BaseGenerator):
 
     def reconcile(self, resource_sets: Iterable[ResourceSet] | None = None) -> ReconcileReport:
         return self.mirror.reconcile(resource_sets)
+
+    def rebuild(self) -> str:
+        """New indices with the current mappings, filled from the database, swapped in."""
+        from sources.rebuilding import rebuild_mirror
+
+        return str(rebuild_mirror(self.mirror))
 
     def check_copy(self, timeout: float) -> bool:
         """The cluster answers within `timeout` seconds and is not red."""

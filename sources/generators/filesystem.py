@@ -19,12 +19,14 @@ reported, never published.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import mimetypes
 import os
 import stat
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from operator import attrgetter
 
 from sitemaps.protocol.writer import escape_text
 from sources.events import Event
@@ -41,15 +43,30 @@ _CHUNK = 1024 * 1024
 DEFAULT_MIME = "application/octet-stream"
 
 
+#: What the portal last recorded for a resource, the state a scan compares with:
+#: (uri, length, lastmod as microseconds since the epoch, location_type, location_value).
+#: A plain tuple, as the database returns it: a rescan holds one per resource and
+#: compares it with `stat`, so nothing is built for a file unchanged.
+KnownResource = tuple[str, int, int, str, str]
+
+
 @dataclass(frozen=True, slots=True)
 class FoundFile:
-    """A regular file under the root, as `stat` shows it (nothing read yet)."""
+    """A regular file under the root, new or changed, as `stat` shows it (nothing read yet).
+
+    `before` is what was recorded under its name, if anything.
+    """
 
     path: str
     rel_path: str
     uri: str
     size: int
-    lastmod: datetime
+    mtime_us: int
+    before: KnownResource | None = None
+
+    @property
+    def lastmod(self) -> datetime:
+        return _EPOCH + timedelta(microseconds=self.mtime_us)
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,19 +82,16 @@ class Skipped:
     uri: str = ""
 
 
-@dataclass(frozen=True, slots=True)
-class KnownResource:
-    """What the portal last recorded for a resource: the state a scan compares with."""
-
-    length: int
-    lastmod: datetime
-    location_type: str
-    location_value: str
-
-
 def mtime_datetime(mtime_ns: int) -> datetime:
     """An mtime as the aware datetime the database keeps (microseconds)."""
     return _EPOCH + timedelta(microseconds=mtime_ns // 1000)
+
+
+def epoch_microseconds(moment: datetime) -> int:
+    """A datetime (naive: UTC) as the microseconds since the epoch a KnownResource keeps."""
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return (moment - _EPOCH) // timedelta(microseconds=1)
 
 
 def guess_mime(path: str) -> str:
@@ -104,20 +118,27 @@ def file_digests(path: str) -> tuple[str, str]:
     return md5.hexdigest(), sha256.hexdigest()
 
 
+_BY_NAME = attrgetter("name")
+
+
 class FolderWalker:
     """Walks a root without following symlinked folders; yields FoundFile or Skipped.
 
-    `known_uris` maps rel_paths already published to their URIs: those names
-    were checked when first found, so a rescan skips resolving them again.
+    `known_files` maps rel_paths already published to what was recorded, and
+    the walk takes out each name it finds: those names were checked when
+    first found, so a rescan skips resolving them again, and a file whose size
+    and mtime match is only counted (`unchanged`), never yielded. Every file
+    costs one `stat`; what is left in `known_files` at the end was not found.
     """
 
     def __init__(
-        self, root: str, url_prefix: str, known_uris: Mapping[str, str] | None = None
+        self, root: str, url_prefix: str, known_files: dict[str, KnownResource] | None = None
     ) -> None:
         self.root = os.path.abspath(root)
         self.real_root = os.path.realpath(root)
         self.url_prefix = url_prefix
-        self.known_uris = known_uris or {}
+        self.known_files = known_files if known_files is not None else {}
+        self.unchanged = 0
 
     def __iter__(self) -> Iterator[FoundFile | Skipped]:
         return self.walk(self.root, "")
@@ -125,7 +146,7 @@ class FolderWalker:
     def walk(self, directory: str, prefix: str) -> Iterator[FoundFile | Skipped]:
         try:
             with os.scandir(directory) as entries:
-                listed = sorted(entries, key=lambda entry: entry.name)
+                listed = sorted(entries, key=_BY_NAME)
         except OSError as error:
             # What was published from it stays until the folder can be read again.
             yield Skipped(
@@ -138,11 +159,11 @@ class FolderWalker:
             rel_path = prefix + entry.name
             if entry.is_dir(follow_symlinks=False):
                 yield from self.walk(entry.path, rel_path + "/")
-            else:
-                yield self.examine(entry, rel_path)
+            elif found := self.examine(entry, rel_path):
+                yield found
 
-    def examine(self, entry: os.DirEntry, rel_path: str) -> FoundFile | Skipped:
-        """One directory entry that is not a real folder.
+    def examine(self, entry: os.DirEntry, rel_path: str) -> FoundFile | Skipped | None:
+        """One directory entry that is not a real folder; None for a known file unchanged.
 
         Runs once per file on every rescan: a name already published skips
         the name checks, and readability shows when a changed file is read.
@@ -158,15 +179,19 @@ class FolderWalker:
         if not stat.S_ISREG(status.st_mode):
             reason = "symlinked folder not followed" if stat.S_ISDIR(status.st_mode) else ""
             return Skipped(self.shown(rel_path), reason or "not a regular file")
-        uri = self.known_uris.get(rel_path)
-        if uri is None:
+        mtime_us = status.st_mtime_ns // 1000
+        before = self.known_files.pop(rel_path, None)
+        if before is None:
             try:
                 uri = self.new_uri(rel_path)
             except LocationError as error:
                 return Skipped(self.shown(rel_path), f"name no URL can carry: {error}")
-        return FoundFile(
-            entry.path, rel_path, uri, status.st_size, mtime_datetime(status.st_mtime_ns)
-        )
+        else:
+            uri, length, lastmod_us, _, _ = before
+            if length == status.st_size and lastmod_us == mtime_us:
+                self.unchanged += 1
+                return None
+        return FoundFile(entry.path, rel_path, uri, status.st_size, mtime_us, before)
 
     @staticmethod
     def shown(rel_path: str) -> str:
@@ -204,15 +229,10 @@ class FolderWalker:
 
 
 def walk_folder(
-    root: str, url_prefix: str, known: Mapping[str, KnownResource] | None = None
+    root: str, url_prefix: str, known_files: dict[str, KnownResource] | None = None
 ) -> FolderWalker:
     """What the folder holds now (seed 004's ResourceGenerator for a folder)."""
-    known_uris = {
-        resource.location_value: uri
-        for uri, resource in (known or {}).items()
-        if resource.location_type == LocationType.REL_PATH
-    }
-    return FolderWalker(root, url_prefix, known_uris)
+    return FolderWalker(root, url_prefix, known_files)
 
 
 def _event(change: str, found: FoundFile, md5: str, sha256: str) -> Event:
@@ -232,30 +252,42 @@ def _event(change: str, found: FoundFile, md5: str, sha256: str) -> Event:
 class FolderComparison:
     """What differs between the folder and the known state (seed 004's ChangeGenerator).
 
-    `changes()` yields created and updated events; a file whose size and
-    mtime match the known state is not read. `deletions()`, once the walk is
-    done, yields a deleted event for each known resource neither seen nor
+    The known resources (`known`, by URI) are split: `files`, those recorded
+    by rel_path, for the walker to take out by name as it finds them, and
+    `others` (posted with another location), matched by URI. What is left in
+    both once the walk is done was not found.
+
+    `changes(walker)` yields created and updated events; a file whose size
+    and mtime match the known state is not read. `deletions()`, once the walk
+    is done, yields a deleted event for each known resource not found nor
     kept. A file or folder that could not be read keeps what was published
     from it (`kept`: a file's URI, or a folder's URI prefix ending in `/`).
     """
 
     def __init__(self, known: Mapping[str, KnownResource]) -> None:
         self.known = known
-        self.seen: set[str] = set()
+        self.files: dict[str, KnownResource] = {}
+        self.others: dict[str, KnownResource] = {}
+        for uri, resource in known.items():
+            _, _, _, location_type, name = resource
+            if location_type == LocationType.REL_PATH and name not in self.files:
+                self.files[name] = resource
+            else:
+                self.others[uri] = resource
         self.kept: list[str] = []
         self.skipped: list[Skipped] = []
         self.unchanged = 0
         self.hashed = 0
         self.bytes_hashed = 0
 
-    def changes(self, found: Iterable[FoundFile | Skipped]) -> Iterator[Event]:
-        for item in found:
+    def changes(self, walker: FolderWalker) -> Iterator[Event]:
+        """Events for the new and changed files the walker finds (it counts the unchanged)."""
+        for item in walker:
             if isinstance(item, Skipped):
                 self.skip(item)
                 continue
-            self.seen.add(item.uri)
-            before = self.known.get(item.uri)
-            if before is not None and (before.length, before.lastmod) == (item.size, item.lastmod):
+            before = item.before or self.found_by_uri(item.uri)
+            if before is not None and before[1:3] == (item.size, item.mtime_us):
                 self.unchanged += 1
                 continue
             try:
@@ -267,6 +299,20 @@ class FolderComparison:
             self.bytes_hashed += item.size
             change = ChangeType.CREATED if before is None else ChangeType.UPDATED
             yield _event(change, item, md5, sha256)
+        self.unchanged += walker.unchanged
+
+    def found_by_uri(self, uri: str) -> KnownResource | None:
+        """A resource recorded under this URI but not this name (another location, say); taken
+        out of what is left to delete."""
+        before = self.known.get(uri)
+        if before is None:
+            return None
+        name = before[4]
+        if self.files.get(name) is before:
+            del self.files[name]
+        else:
+            self.others.pop(uri, None)
+        return before
 
     def skip(self, item: Skipped) -> None:
         self.skipped.append(item)
@@ -278,12 +324,14 @@ class FolderComparison:
 
     def deletions(self) -> Iterator[Event]:
         """Deleted events, at their recorded location, for what the folder no longer has."""
-        for uri, before in self.known.items():
-            if uri in self.seen or self.is_kept(uri):
+        for uri, _, _, location_type, location_value in itertools.chain(
+            self.files.values(), self.others.values()
+        ):
+            if self.is_kept(uri):
                 continue
             yield Event(
                 change=ChangeType.DELETED,
-                location_type=before.location_type,
-                location_value=before.location_value,
+                location_type=location_type,
+                location_value=location_value,
                 uri=uri,
             )

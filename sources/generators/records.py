@@ -19,36 +19,51 @@ def as_datetime(value: datetime | str | None) -> datetime | None:
     return datetime.fromisoformat(value)
 
 
+#: A NamedTuple built from a tuple skips its Python-level `__new__`: a page
+#: builds one record (and one link) per entry, a million in a full run.
+_record = tuple.__new__
+_parse_instant = datetime.fromisoformat
+
+
 def links_from(ln: Sequence[Mapping[str, Any]] | None) -> tuple[Link, ...]:
     if not ln:
         return ()
-    return tuple([Link(item["rel"], item["uri"], item.get("mime") or "") for item in ln])
+    return tuple([_record(Link, (item["rel"], item["uri"], item.get("mime") or "")) for item in ln])
 
 
 def resource_record(source: Mapping[str, Any]) -> ResourceRecord:
-    return ResourceRecord(
-        source["key"],
-        source["uri"],
-        as_datetime(source["lastmod"]),  # type: ignore[arg-type]
-        source["length"],
-        source["md5"],
-        source["mime"],
-        source.get("sha256") or "",
-        links_from(source.get("ln")),
+    """`_source` fields in the order of ResourceRecord; `lastmod` is always set."""
+    return _record(
+        ResourceRecord,
+        (
+            source["key"],
+            source["uri"],
+            _parse_instant(source["lastmod"]),
+            source["length"],
+            source["md5"],
+            source["mime"],
+            source.get("sha256") or "",
+            links_from(source.get("ln")),
+        ),
     )
 
 
 def change_record(source: Mapping[str, Any]) -> ChangeRecord:
-    return ChangeRecord(
-        source["key"],
-        source.get("resource_key") or 0,
-        source["uri"],
-        source["change"],
-        as_datetime(source["datetime"]),  # type: ignore[arg-type]
-        as_datetime(source.get("lastmod")),
-        source.get("length"),
-        source.get("md5") or "",
-        source.get("mime") or "",
-        source.get("sha256") or "",
-        links_from(source.get("ln")),
+    """`_source` fields in the order of ChangeRecord; a deletion may lack its metadata."""
+    lastmod = source.get("lastmod")
+    return _record(
+        ChangeRecord,
+        (
+            source["key"],
+            source.get("resource_key") or 0,
+            source["uri"],
+            source["change"],
+            _parse_instant(source["datetime"]),
+            _parse_instant(lastmod) if lastmod is not None else None,
+            source.get("length"),
+            source.get("md5") or "",
+            source.get("mime") or "",
+            source.get("sha256") or "",
+            links_from(source.get("ln")),
+        ),
     )

@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 from django.db import IntegrityError, transaction
 
-from sources.bulk import BulkWriter, keys_by_uri
+from sources.bulk import BulkWriter, keys_by_uri, known_event_ids
 from sources.models import Change, Resource
 from sources.services import ChangeRow, ResourceRow
 from tests.support import make_set
@@ -60,6 +60,69 @@ def test_inserted_and_updated_rows_read_back_as_written():
     assert (first.ln, first.lastmod, first.timestamp, first.length) == (LINKS, ELSEWHERE, NOW, 0)
     assert (stored["http://x/1"].ln, stored["http://x/1"].length) == ([], 7)
     assert stored["http://x/1"].mime == ""
+
+
+def test_one_update_of_many_rows_gives_each_row_its_own_values():
+    resource_set = make_set()
+    writer = BulkWriter(Resource, ResourceRow)
+    writer.insert([resource_row(resource_set.pk, n) for n in range(5)])
+    keys = keys_by_uri(resource_set.pk, [f"http://x/{n}" for n in (3, 0, 4)])
+    changed = {
+        3: {"ln": [], "length": 30, "lastmod": NOW, "mime": "text/é", "md5": ""},
+        0: {"ln": LINKS[:1], "length": 2**40, "lastmod": ELSEWHERE, "sha256": "s" * 64},
+        4: {"ln": LINKS[::-1], "length": 0, "location_value": "a'b\"c\\d{e},f", "uri": "http://x/4"},
+    }  # fmt: skip
+
+    writer.update(
+        [resource_row(resource_set.pk, n, **fields) for n, fields in changed.items()],
+        [keys[f"http://x/{n}"] for n in changed],
+    )
+
+    stored = {r.uri: r for r in Resource.objects.filter(resource_set=resource_set)}
+    for n, fields in changed.items():
+        row = stored[f"http://x/{n}"]
+        assert {name: getattr(row, name) for name in fields} == fields
+        assert row.pk == keys[f"http://x/{n}"]
+    untouched = [stored[f"http://x/{n}"] for n in (1, 2)]
+    assert [(row.length, row.ln) for row in untouched] == [(1, LINKS), (2, LINKS)]
+
+
+def test_an_update_needs_a_key_for_each_row():
+    resource_set = make_set()
+    writer = BulkWriter(Resource, ResourceRow)
+    writer.insert([resource_row(resource_set.pk, n) for n in range(2)])
+    keys = list(keys_by_uri(resource_set.pk, ["http://x/0", "http://x/1"]).values())
+
+    with pytest.raises(ValueError, match="2 rows for 1 keys"):
+        writer.update([resource_row(resource_set.pk, n, length=9) for n in range(2)], keys[:1])
+
+    assert set(Resource.objects.values_list("length", flat=True)) == {0, 1}
+
+
+def test_keys_are_found_across_lookup_chunks_and_only_in_their_set():
+    resource_set, other = make_set(), make_set(slug="other")
+    writer = BulkWriter(Resource, ResourceRow)
+    writer.insert([resource_row(resource_set.pk, n) for n in range(2500)])
+    writer.insert([resource_row(other.pk, n) for n in range(2600, 2610)])
+    asked = [f"http://x/{n}" for n in range(0, 2700, 3)]
+
+    keys = keys_by_uri(resource_set.pk, asked)
+
+    ids = dict(Resource.objects.filter(resource_set=resource_set).values_list("uri", "id"))
+    assert keys == {uri: ids[uri] for uri in asked if uri in ids}
+    assert len(keys) == 834
+
+
+def test_known_event_ids_are_the_sets_own():
+    resource_set, other = make_set(), make_set(slug="other")
+    writer = BulkWriter(Change, ChangeRow)
+    writer.insert([change_row(resource_set.pk, n, f"e{n}") for n in range(3)])
+    writer.insert([change_row(resource_set.pk, 9, "")])
+    writer.insert([change_row(other.pk, n, f"o{n}") for n in range(3)])
+
+    known = known_event_ids(resource_set.pk, ["e2", "e0", "o1", "new", "e2"])
+
+    assert known == {"e0", "e2"}
 
 
 def test_changes_get_ids_from_the_sequence_after_the_orms():

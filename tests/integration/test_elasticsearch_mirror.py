@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import multiprocessing
 import os
 import subprocess
@@ -191,3 +192,167 @@ def test_a_refused_document_fails_the_batch_but_deleting_an_absent_one_does_not(
     refused = {"index": {"_index": mirror.resources_index, "_id": "1"}}
     with pytest.raises(RuntimeError, match="Elasticsearch refused a index"):
         mirror.send([(refused, {"key": "not a number"})])
+
+
+# The mapping: the seeds' fields, fewer Lucene documents.
+
+
+def lucene_documents(mirror, index: str) -> int:
+    mirror.client.indices.refresh(index=index)
+    stats = mirror.client.indices.stats(index=index, metric="docs")["indices"]
+    return sum(figures["primaries"]["docs"]["count"] for figures in stats.values())
+
+
+def test_a_linked_resource_is_two_lucene_documents_not_four(use_elasticsearch):
+    """Only the list of links is nested: a location and an href are single objects."""
+    mirror = use_elasticsearch.mirror
+    resource_set = make_set()
+    created(resource_set, 3)  # one link each
+    assert lucene_documents(mirror, mirror.resources_index) == 3 * 2
+    assert lucene_documents(mirror, mirror.changes_index) == 3 * 2
+
+
+def test_queries_on_the_seeds_fields_keep_their_meaning(use_elasticsearch):
+    """A location is found by its value; a link by its rel and href together."""
+    mirror = use_elasticsearch.mirror
+    resource_set = make_set()
+    created(resource_set, 3)
+    uri = "http://data.example.org/r/0000001"
+    by_location = {"term": {"location.value": uri}}
+    hits = mirror.client.search(index=mirror.resources_index, query=by_location)["hits"]["hits"]
+    assert [hit["_source"]["uri"] for hit in hits] == [uri]
+    link = {"bool": {"filter": [
+        {"term": {"ln.rel": "describedby"}}, {"term": {"ln.href.value": uri + ".xml"}},
+    ]}}  # fmt: skip
+    by_link = {"nested": {"path": "ln", "query": link}}
+    for index in (mirror.resources_index, mirror.changes_index):
+        hits = mirror.client.search(index=index, query=by_link)["hits"]["hits"]
+        assert [hit["_source"]["uri"] for hit in hits] == [uri]
+    elsewhere = {"nested": {"path": "ln", "query": {"bool": {"filter": [
+        {"term": {"ln.rel": "alternate"}}, {"term": {"ln.href.value": uri + ".xml"}},
+    ]}}}}  # fmt: skip
+    assert not mirror.client.search(index=mirror.resources_index, query=elsewhere)["hits"]["hits"]
+
+
+# One indexing run per set at a time.
+
+
+def test_indexing_leaves_a_set_claimed_by_another_run_to_that_run(use_elasticsearch):
+    from django.core.cache import cache
+
+    mirror = use_elasticsearch.mirror
+    resource_set = make_set()
+    with muted_indexing():
+        created(resource_set, 4)
+    claim = f"resourcesync:mirror-indexing:{resource_set.pk}"
+    assert cache.add(claim, "another run", timeout=60)
+    try:
+        assert use_elasticsearch.index_pending(resource_set.pk) == 0
+        assert es_count(mirror, mirror.changes_index) == 0
+    finally:
+        cache.delete(claim)
+    assert use_elasticsearch.index_pending(resource_set.pk) == 4
+    assert es_count(mirror, mirror.changes_index) == 4
+
+
+def test_changes_committed_while_a_run_held_the_set_are_indexed_by_it(
+    use_elasticsearch, monkeypatch
+):
+    """The run that was turned away returned at once: the holder looks again after letting go."""
+    from sources.indexing import Mirror
+
+    mirror = use_elasticsearch.mirror
+    resource_set = make_set()
+    with muted_indexing():
+        created(resource_set, 2)
+    original = Mirror._index_backlog
+    passes = []
+
+    def backlog_then_more(self, resource_set_id, claim):
+        done = original(self, resource_set_id, claim)
+        if not passes:  # committed while this run still holds the set
+            with muted_indexing():
+                created(resource_set, 3, start=2)
+        passes.append(done)
+        return done
+
+    monkeypatch.setattr(Mirror, "_index_backlog", backlog_then_more)
+    assert use_elasticsearch.index_pending(resource_set.pk) == 5
+    assert passes == [2, 3]
+    assert es_count(mirror, mirror.changes_index) == 5
+    assert not Change.objects.filter(indexed=False).exists()
+
+
+def muted_indexing():
+    from sources.signals import events_ingested, receivers_muted
+
+    return receivers_muted(events_ingested)
+
+
+# Moving a deployment to new mappings.
+
+
+def nested_everywhere(body: dict) -> dict:
+    """The mappings as they were before MAPPING_VERSION 2: the seeds' nested objects."""
+    body = copy.deepcopy(body)
+    properties = body["mappings"]["properties"]
+    properties["location"]["type"] = "nested"
+    properties["ln"]["properties"]["href"]["type"] = "nested"
+    return body
+
+
+def test_reconcile_rebuild_moves_live_indices_to_the_current_mappings(use_elasticsearch, capsys):
+    """Old concrete indices are replaced by aliases of new ones holding the same documents."""
+    mirror = use_elasticsearch.mirror
+    mirror.delete_indices()
+    for name, template in mirror.templates().items():
+        mirror.client.indices.create(index=name, **nested_everywhere(template.to_dict()))
+    resource_set = make_set()
+    created(resource_set, 5)
+    ingest(resource_set, [event("deleted", "r/0000001"), event("updated", "r/0000002", version=2)])
+    before = list(use_elasticsearch.iter_changes(resource_set))
+    resources_before = list(use_elasticsearch.iter_resources(resource_set))
+    assert lucene_documents(mirror, mirror.resources_index) == 4 * 4
+
+    call_command("reconcile", "--rebuild")
+    assert "with 4 resource(s) and 7 change(s)" in capsys.readouterr().out
+
+    for name in (mirror.resources_index, mirror.changes_index):
+        assert mirror.client.indices.exists_alias(name=name)
+        (concrete,) = mirror.concrete_indices(name)
+        assert concrete.startswith(f"{name}-v2-")
+        mapping = mirror.client.indices.get_mapping(index=name)[concrete]["mappings"]
+        assert mapping["properties"]["location"].get("type", "object") == "object"
+    assert lucene_documents(mirror, mirror.resources_index) == 4 * 2
+    assert list(use_elasticsearch.iter_resources(resource_set)) == resources_before
+    assert list(use_elasticsearch.iter_changes(resource_set)) == before
+    # Indexing and a second rebuild go on through the aliases.
+    created(resource_set, 1, start=10)
+    assert es_count(mirror, mirror.changes_index) == 8
+    call_command("reconcile", "--rebuild")
+    assert es_count(mirror, mirror.changes_index) == 8
+    assert len(mirror.concrete_indices(f"{mirror.resources_index}*")) == 1
+
+
+def test_reconcile_rebuild_names_no_set(use_elasticsearch):
+    from django.core.management.base import CommandError
+
+    make_set()
+    with pytest.raises(CommandError, match="name no set"):
+        call_command("reconcile", "--rebuild", "acme/articles")
+
+
+def test_a_refused_batch_sent_in_the_background_leaves_its_changes_unindexed(
+    use_elasticsearch, monkeypatch
+):
+    """Batches go out while the next is read: a refusal still fails the run before marking."""
+    from sources import indexing
+
+    resource_set = make_set()
+    with muted_indexing():
+        created(resource_set, 3)
+    refused = {"key": "not a number"}
+    monkeypatch.setattr(indexing, "change_source", lambda row, path: refused)
+    with pytest.raises(RuntimeError, match="Elasticsearch refused a index"):
+        use_elasticsearch.index_pending(resource_set.pk)
+    assert Change.objects.filter(indexed=False).count() == 3

@@ -13,11 +13,13 @@ import shutil
 import socket
 import subprocess
 import time
+from datetime import timedelta
 from pathlib import Path
 
 import httpx
 import pytest
 
+from sitemaps.models import ChangeListPage, ChangePackage
 from sources.models import ApiToken
 
 from ..support import created, event, ingest, make_set, store_documents_in
@@ -186,3 +188,60 @@ def test_nginx_sends_public_dump_packages_with_ranges(front, live_server, publis
     protected = FileSet(tmp_path / "private", slug="private", protected=True)
     protected.post([protected.write("secret.txt", b"secret")])
     assert fetch(f"{front}/resourcesync/acme/private/resourcedump-package-1.zip").status_code == 401
+
+
+def test_nginx_sends_the_cache_control_django_sends(front, live_server, published_dir):
+    resource_set = make_set(entries_per_document=4, changelist_rotation=timedelta(seconds=0))
+    created(resource_set, 10)
+    closed = ChangeListPage.objects.filter(final=True).order_by("number").first()
+    open_list = ChangeListPage.objects.get(until__isnull=True)
+    assert closed is not None
+    tree = published_dir / "resourcesync" / "acme" / "articles"
+    assert (tree / "final" / f"changelist-{closed.number}.xml").is_symlink()
+    assert not (tree / f"changelist-{closed.number}.xml").exists()
+    names = [
+        "resourcelist.xml",
+        "resourcelist-2.xml",
+        "changelist.xml",
+        f"changelist-{closed.number}.xml",
+        f"changelist-{open_list.number}.xml",
+    ]
+    for name in names:
+        for encoding in ("identity", "gzip"):
+            headers = {"Accept-Encoding": encoding}
+            direct = fetch(f"{live_server.url}/resourcesync/acme/articles/{name}", **headers)
+            response = fetch(f"{front}/resourcesync/acme/articles/{name}", **headers)
+            assert response.status_code == 200, name
+            assert response.headers["etag"] != direct.headers["etag"], name  # nginx answered
+            assert response.headers["cache-control"] == direct.headers["cache-control"], name
+            assert response.content == direct.content, name
+            again = fetch(
+                f"{front}/resourcesync/acme/articles/{name}",
+                **headers,
+                **{"If-None-Match": response.headers["etag"]},
+            )
+            assert again.status_code == 304
+            assert again.headers["cache-control"] == direct.headers["cache-control"]
+
+
+def test_nginx_sends_final_change_dump_packages_with_a_long_max_age(front, live_server, tmp_path):
+    from .test_dumps import FileSet, content
+
+    files = FileSet(tmp_path / "files", changelist_rotation=timedelta(seconds=0))
+    files.post([files.write(f"r{n}.txt", content(n)) for n in range(3)])
+    final = ChangePackage.objects.filter(final=True).order_by("number").first()
+    assert final is not None
+    base = "/resourcesync/acme/files"
+    names = [
+        f"changedump-package-{final.number}.zip",
+        f"changedump-manifest-{final.number}.xml",
+        "resourcedump-package-1.zip",
+        "changedump.xml",
+    ]
+    for name in names:
+        direct = fetch(f"{live_server.url}{base}/{name}")
+        response = fetch(f"{front}{base}/{name}")
+        assert response.status_code == 200, name
+        assert response.headers["etag"] != direct.headers["etag"], name
+        assert response.headers["cache-control"] == direct.headers["cache-control"], name
+        assert response.content == direct.content, name

@@ -303,7 +303,8 @@ def test_pages_built_in_forked_workers_equal_pages_built_in_process(
                 documents[name, cpus] = _documents(resource_set)
     for name in backends:
         pids = set((tmp_path / f"builders-{name}").read_text().split())
-        assert len(pids - {str(os.getpid())}) >= 2, f"{name}: no page was built in a worker"
+        # At least one worker: a fast pool may hand every page to the same one.
+        assert pids - {str(os.getpid())}, f"{name}: no page was built in a worker"
     assert len(documents["database", 1]) == 3 + 4 + 2
     for key, found in documents.items():
         assert found == documents["database", 1], key
@@ -366,9 +367,14 @@ def test_a_folder_scanned_set_gives_the_records_of_the_same_set_filled_through_t
     (root / "page.html").unlink()
     with mock.patch("django.utils.timezone.now", return_value=at(10)):
         scan_folder(resource_set=scanned)
-        # A scan posts what it found, then what is gone: two requests.
-        ingest_events(resource_set=posted, events=_api_events(root, ["d1/file 3.txt"], "updated"))
-        ingest_events(resource_set=posted, events=_api_events(root, ["page.html"], "deleted"))
+        # A scan posts what it found, then what is gone, in one request.
+        ingest_events(
+            resource_set=posted,
+            events=[
+                *_api_events(root, ["d1/file 3.txt"], "updated"),
+                *_api_events(root, ["page.html"], "deleted"),
+            ],
+        )
     generator = get_generator()
     generator.index_pending()
     for method in ("iter_resources", "iter_changes"):

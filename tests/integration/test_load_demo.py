@@ -66,14 +66,27 @@ def test_a_changed_password_and_a_lost_key_are_kept_and_how_to_reset_is_shown(da
     assert ApiToken.objects.filter(provider__slug="demo").count() == 1
 
 
-def test_rerunning_on_another_address_reloads_the_set_for_it(client, settings, data_dir):
+def test_rerunning_on_another_address_moves_the_set_to_it(
+    client, settings, data_dir, django_capture_on_commit_callbacks
+):
     password, token = printed(load_demo())
-    first_prefix = ResourceSet.objects.get(slug="articles").url_prefix
+    resource_set = ResourceSet.objects.get(slug="articles")
+    first_prefix = resource_set.url_prefix
+    keys = set(resource_set.resources.values_list("pk", flat=True))
+    changes = resource_set.changes.count()
     settings.PUBLIC_BASE_URL = "http://127.0.0.1:8123"
-    output = load_demo()
-    assert f"loaded for {first_prefix}; loading it again" in output
+    with django_capture_on_commit_callbacks(execute=True):  # committed, as `make run` does
+        output = load_demo()
+    assert f"loaded for {first_prefix}; moving it to" in output
     assert printed(output) == (password, token)
     resource_set = ResourceSet.objects.get(slug="articles")
+    # The same resources and history, their URIs (and their links') moved.
+    assert set(resource_set.resources.values_list("pk", flat=True)) == keys
+    assert resource_set.changes.count() == changes
+    hrefs = [
+        link["uri"] for ln in resource_set.resources.values_list("ln", flat=True) for link in ln
+    ]
+    assert len(hrefs) == 6 and all(href.startswith("http://127.0.0.1:8123/") for href in hrefs)
     assert resource_set.url_prefix == "http://127.0.0.1:8123/files/demo/articles/"
     assert set(resource_set.resources.values_list("uri", flat=True)) == {
         f"http://127.0.0.1:8123/files/demo/articles/article-0000{n}.{ext}"
@@ -84,4 +97,8 @@ def test_rerunning_on_another_address_reloads_the_set_for_it(client, settings, d
     listed = etree.fromstring(b"".join(body.streaming_content))
     locs = listed.xpath("sm:url/sm:loc/text()", namespaces=NS)
     assert len(locs) == 6 and all(loc.startswith("http://127.0.0.1:8123/") for loc in locs)
+    body = client.get("/resourcesync/demo/articles/changelist-open.xml")
+    listed = etree.fromstring(b"".join(body.streaming_content))
+    locs = listed.xpath("sm:url/sm:loc/text()", namespaces=NS)
+    assert locs and all(loc.startswith("http://127.0.0.1:8123/") for loc in locs)
     assert "loaded for" not in load_demo()

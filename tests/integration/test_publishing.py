@@ -37,7 +37,10 @@ def tree(published_dir: Path, path: str = "acme/articles") -> dict[str, Path]:
     directory = published_dir / "resourcesync" / path
     if not directory.exists():
         return {}
-    return {entry.name: entry for entry in sorted(directory.iterdir())}
+    entries = sorted(directory.rglob("*"))
+    return {
+        entry.relative_to(directory).as_posix(): entry for entry in entries if not entry.is_dir()
+    }
 
 
 def served(client: Client, url: str, **headers) -> bytes:
@@ -57,12 +60,15 @@ def test_every_public_document_is_linked_to_what_django_serves(client, published
     created(resource_set, 10)  # three Resource List pages under an index
     links = tree(published_dir)
     names = [f"resourcelist-{n}.xml" for n in (1, 2, 3)] + ["resourcelist.xml"]
-    names += [f"changelist-{n}.xml" for n in (1, 2, 3)] + ["changelist.xml"]
+    # Full Change Lists closed: final, linked where nginx sends them with a long max-age.
+    names += ["final/changelist-1.xml", "final/changelist-2.xml", "changelist-3.xml"]
+    names += ["changelist.xml"]
     assert sorted(links) == sorted(names + [name + ".gz" for name in names])
     for name in names:
         assert links[name].is_symlink()
         assert not os.path.isabs(os.readlink(links[name])), "links stay valid if the folder moves"
-        assert links[name].read_bytes() == served(client, f"{BASE}/{name}")
+        url = f"{BASE}/{name.removeprefix('final/')}"
+        assert links[name].read_bytes() == served(client, url)
         assert gzip.decompress(links[name + ".gz"].read_bytes()) == links[name].read_bytes()
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from unittest import mock
 
 import pytest
@@ -43,10 +44,11 @@ def test_a_busy_set_still_gets_its_full_regeneration(held):
     queued.assert_called_once_with(args=(held.pk,), kwargs={"full": True}, countdown=5)
 
 
-@pytest.mark.parametrize(("indexed", "delay"), [(True, 0), (False, 1)])
-def test_changes_that_arrived_during_a_run_go_next(settings, indexed, delay):
-    """A change whose timer found the set busy is picked up as soon as the run ends,
-    at once when the generator can show it, else after a second (indexing)."""
+@pytest.mark.parametrize(("indexed", "queued_again"), [(True, True), (False, False)])
+def test_changes_that_arrived_during_a_run_go_next(settings, indexed, queued_again):
+    """A change whose timer found the set busy is picked up as soon as the run ends
+    when the generator can show it; one still being indexed comes back with its
+    `changes_indexed` (a timer here would hold the slot that signal needs)."""
     settings.CELERY_TASK_ALWAYS_EAGER = False
     settings.RESOURCESYNC_GENERATORS = {"default": {"BACKEND": GENERATOR}}
     resource_set = make_set()
@@ -58,7 +60,10 @@ def test_changes_that_arrived_during_a_run_go_next(settings, indexed, delay):
         mock.patch.object(tasks.regenerate_resource_set, "apply_async") as queued,
     ):
         tasks.regenerate_resource_set.apply(args=(resource_set.pk,)).get()
-    queued.assert_called_once_with(args=(resource_set.pk,), countdown=delay)
+    if queued_again:
+        queued.assert_called_once_with(args=(resource_set.pk,), countdown=0)
+    else:
+        queued.assert_not_called()
 
 
 class RanAgain(BaseException):
@@ -78,3 +83,54 @@ def test_eager_regeneration_does_not_chase_changes_the_generator_cannot_show(set
     with mock.patch.object(tasks, "regenerate", side_effect=[report, RanAgain()]) as runs:
         tasks.regenerate_resource_set.apply(args=(resource_set.pk,)).get()
     assert runs.call_count == 1
+
+
+# After ingest: when the next run starts.
+
+
+@pytest.fixture
+def broker(settings):
+    """Tasks queued, not run: what `apply_async` is asked for is what a worker would do."""
+    settings.CELERY_TASK_ALWAYS_EAGER = False
+    with mock.patch.object(tasks.regenerate_resource_set, "apply_async") as queued:
+        yield queued
+
+
+def last_run_started(resource_set, seconds_ago: float) -> None:
+    RegenerationState.objects.update_or_create(
+        resource_set=resource_set,
+        defaults={"regenerated_at": timezone.now() - timedelta(seconds=seconds_ago)},
+    )
+
+
+def test_a_change_after_a_quiet_spell_is_regenerated_at_once(broker):
+    """The T-second timer made every lone change wait T seconds (freshness median 3 s)."""
+    resource_set = make_set(regenerate_after_seconds=5)
+    last_run_started(resource_set, 60)
+    ChangeFactory(resource_set=resource_set)
+    tasks.after_ingest(resource_set.pk)
+    assert broker.call_args.kwargs["countdown"] == 0
+
+
+def test_changes_soon_after_a_run_wait_for_the_rest_of_its_period(broker):
+    """At most one run per T seconds: a stream of events is not one run per event."""
+    resource_set = make_set(regenerate_after_seconds=5)
+    last_run_started(resource_set, 2)
+    ChangeFactory(resource_set=resource_set)
+    tasks.after_ingest(resource_set.pk)
+    assert 2.5 < broker.call_args.kwargs["countdown"] <= 3
+
+
+def test_changes_waiting_for_the_mirror_are_regenerated_once_indexed(broker, settings):
+    """Regenerating before indexing shows nothing new; the indexing run asks instead."""
+    from sources.signals import changes_indexed
+
+    settings.RESOURCESYNC_GENERATORS = {"default": {"BACKEND": GENERATOR}}
+    resource_set = make_set()
+    change = ChangeFactory(resource_set=resource_set, indexed=False)
+    tasks.after_ingest(resource_set.pk)
+    broker.assert_not_called()
+    change.indexed = True
+    change.save()
+    changes_indexed.send(sender=None, resource_set_id=resource_set.pk)
+    broker.assert_called_once_with(args=(resource_set.pk,), countdown=0)

@@ -142,6 +142,52 @@ def test_a_rescan_of_unchanged_files_reads_no_content(resource_set, root):
     assert Change.objects.count() == 20
 
 
+def test_a_rescan_compares_mtimes_to_the_microsecond(resource_set, root):
+    """Whole seconds, one microsecond, the end of a second, and nanoseconds the database
+    cannot keep."""
+    mtimes = {"whole.txt": 1_700_000_000_000_000_000, "micro.txt": 1_700_000_000_000_001_000,
+              "nano.txt": 1_700_000_000_123_456_789, "old.txt": 86_400_000_000_000,
+              "late.txt": 1_700_000_000_999_999_000}  # fmt: skip
+    for name, mtime_ns in mtimes.items():
+        os.utime(write(root, name, name.encode()), ns=(mtime_ns, mtime_ns))
+    scan_folder(resource_set=resource_set)
+    assert published(resource_set)["nano.txt"].lastmod == mtime_datetime(mtimes["nano.txt"])
+
+    assert scan_folder(resource_set=resource_set).unchanged == 5
+    os.utime(root / "whole.txt", ns=(0, mtimes["whole.txt"] + 1000))  # one microsecond later
+    report = scan_folder(resource_set=resource_set)
+    assert (report.updated, report.unchanged, report.hashed) == (1, 4, 1)
+
+
+def test_a_resource_posted_with_a_url_location_is_compared_by_its_uri(resource_set, root):
+    """Under the folder's prefix but not posted as a rel_path: matched by URI, as before."""
+    path = write(root, "posted.txt", b"posted v1")
+    mtime = mtime_datetime(path.stat().st_mtime_ns)
+    posted = event("created", "acme/files/posted.txt", length=9, lastmod=mtime)
+    ingest_events(resource_set=resource_set, events=[posted])
+
+    report = scan_folder(resource_set=resource_set)
+    assert (report.unchanged, report.created, report.updated) == (1, 0, 0)
+    path.write_bytes(b"posted v2!")
+    report = scan_folder(resource_set=resource_set)
+    assert (report.unchanged, report.created, report.updated) == (0, 0, 1)
+
+
+def test_a_rescan_records_its_changes_and_deletions_in_one_ingestion(resource_set, root):
+    for name in ("a.txt", "b.txt", "c.txt"):
+        write(root, name, name.encode())
+    scan_folder(resource_set=resource_set)
+    write(root, "a.txt", b"a, longer")
+    (root / "b.txt").unlink()
+
+    with mock.patch("sources.scanning.ingest_events", wraps=ingest_events) as ingest:
+        report = scan_folder(resource_set=resource_set)
+
+    assert (report.updated, report.deleted, report.unchanged) == (1, 1, 1)
+    assert ingest.call_count == 1
+    assert [e.change for e in ingest.call_args.kwargs["events"]] == ["updated", "deleted"]
+
+
 def test_symlinks_leaving_the_root_are_skipped_and_reported(resource_set, root, tmp_path):
     outside = write(tmp_path, "secret.txt", b"not for publishing")
     (tmp_path / "elsewhere").mkdir()

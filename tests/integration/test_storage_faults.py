@@ -216,7 +216,7 @@ def test_a_superseded_version_stays_readable_for_the_grace_period(documents, set
     assert current.storage_name != seen.storage_name
 
     # ...and still gets the version it found.
-    response = _send(RequestFactory().get("/"), seen)
+    response = _send(RequestFactory().get("/"), seen, cache_control="no-cache")
     assert response.status_code == 200
     assert b"".join(response.streaming_content) == (documents / seen.storage_name).read_bytes()
 

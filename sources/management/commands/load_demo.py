@@ -99,7 +99,7 @@ class Command(BaseCommand):
             slug="demo", defaults={"name": "Demo publisher", "contact": "demo@example.org"}
         )
         root = Path(settings.DATA_DIR) / "demo-files" / "articles"
-        self.forget_moved_set(provider)
+        self.follow_public_base_url(provider)
         resource_set, created = ResourceSet.objects.get_or_create(
             provider=provider,
             slug="articles",
@@ -125,19 +125,21 @@ class Command(BaseCommand):
             )
         )
 
-    def forget_moved_set(self, provider: DataProvider) -> None:
-        """Delete the demo set when it was loaded for another PUBLIC_BASE_URL, so it is
-        loaded again with URLs that lead here (stored URLs are not re-resolved)."""
-        old = ResourceSet.objects.filter(provider=provider, slug="articles").first()
-        if old is None or old.url_prefix == demo_url_prefix():
+    def follow_public_base_url(self, provider: DataProvider) -> None:
+        """Move the demo set to this PUBLIC_BASE_URL when it was loaded for another: saving
+        its url_prefix resolves its stored URIs again and rewrites its documents
+        (sitemaps.receivers), so the resources and their history are kept."""
+        resource_set = ResourceSet.objects.filter(provider=provider, slug="articles").first()
+        if resource_set is None or resource_set.url_prefix == demo_url_prefix():
             return
         self.stdout.write(
             self.style.WARNING(
-                f"The demo set was loaded for {old.url_prefix}; loading it again for "
-                f"PUBLIC_BASE_URL {settings.PUBLIC_BASE_URL}."
+                f"The demo set was loaded for {resource_set.url_prefix}; moving it to "
+                f"PUBLIC_BASE_URL {settings.PUBLIC_BASE_URL} (its documents are rewritten)."
             )
         )
-        old.delete()
+        resource_set.url_prefix = demo_url_prefix()
+        resource_set.save()
 
     def load(self, resource_set: ResourceSet, root: Path, articles: int) -> None:
         root.mkdir(parents=True, exist_ok=True)

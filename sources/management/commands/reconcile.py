@@ -13,8 +13,18 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser) -> None:
         parser.add_argument("sets", nargs="*", help="provider/set paths (default: all sets)")
+        parser.add_argument(
+            "--rebuild",
+            action="store_true",
+            help="first rebuild the copy with the current mappings (after an upgrade that "
+            "changes them), swapping the new indices in without downtime",
+        )
 
-    def handle(self, *args, sets: list[str], **options) -> None:
+    def handle(self, *args, sets: list[str], rebuild: bool, **options) -> None:
+        if rebuild:
+            if sets:
+                raise CommandError("--rebuild rebuilds every set's copy; name no set.")
+            self.stdout.write(f"Rebuilt: {get_generator().rebuild()}")
         selected = None
         if sets:
             selected = []
