@@ -29,6 +29,7 @@ REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 CHUNK_SIZE = 64 * 1024
 
 Origin = tuple[str, str, int]
+Pool = dict[Origin, Connection]
 
 
 class TransportError(Exception):
@@ -65,22 +66,29 @@ class DirectResponse:
 
 
 class DirectConnections:
-    """One connection per thread and origin, reused from GET to GET."""
+    """One connection per thread and origin, reused from GET to GET.
+
+    A thread's connections are closed once the thread has ended: each
+    download starts a new thread pool, and `harvest --follow` downloads once
+    per notification on one client, so sockets of finished pools would pile up.
+    """
 
     def __init__(self, *, timeout: float, user_agent: str) -> None:
         self.timeout = timeout
         self.user_agent = user_agent
         self._local = threading.local()
         self._lock = threading.Lock()
-        self._all: list[Connection] = []
+        self._pools: dict[threading.Thread, Pool] = {}
         self._tls: ssl.SSLContext | None = None
 
     def close(self) -> None:
-        """Close every connection any thread opened."""
+        """Close every connection any thread opened (a live thread may open its own again)."""
         with self._lock:
-            connections, self._all = self._all, []
-        for connection in connections:
-            connection.close()
+            pools = list(self._pools.values())
+            self._pools = {
+                thread: pool for thread, pool in self._pools.items() if thread.is_alive()
+            }
+        _close_pools(pools)
 
     @contextmanager
     def stream(
@@ -135,16 +143,25 @@ class DirectConnections:
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _connection(self, origin: Origin) -> Connection:
-        pool: dict[Origin, Connection] | None = getattr(self._local, "pool", None)
+        pool: Pool | None = getattr(self._local, "pool", None)
         if pool is None:
-            pool = self._local.pool = {}
+            pool = self._local.pool = self._new_pool()
         connection = pool.get(origin)
         if connection is None:
-            connection = Connection(*origin, timeout=self.timeout, tls=self._tls_context)
-            pool[origin] = connection
-            with self._lock:
-                self._all.append(connection)
+            connection = pool[origin] = Connection(
+                *origin, timeout=self.timeout, tls=self._tls_context
+            )
         return connection
+
+    def _new_pool(self) -> Pool:
+        """This thread's empty pool; first close the pools of threads that have ended."""
+        pool: Pool = {}
+        with self._lock:
+            ended = [thread for thread in self._pools if not thread.is_alive()]
+            finished = [self._pools.pop(thread) for thread in ended]
+            self._pools[threading.current_thread()] = pool
+        _close_pools(finished)
+        return pool
 
     def _tls_context(self) -> ssl.SSLContext:
         with self._lock:
@@ -160,6 +177,12 @@ def _verified_context() -> ssl.SSLContext:
     except ImportError:  # pragma: no cover - httpx depends on certifi
         return ssl.create_default_context()
     return ssl.create_default_context(cafile=certifi.where())
+
+
+def _close_pools(pools: list[Pool]) -> None:
+    for pool in pools:
+        for connection in list(pool.values()):
+            connection.close()
 
 
 def _release(response: Response) -> None:

@@ -227,3 +227,40 @@ def test_work_is_batched_yet_every_item_comes_back_once() -> None:
     assert first[1] == first[0] * 2
     assert batch_size(4, 10) == 1  # a few large files still go to every worker
     assert batch_size(4, 100_000) == 32
+
+
+def sockets_to(port: int) -> int:
+    """This process's open sockets connected to 127.0.0.1:`port` (Linux /proc)."""
+    inodes = {
+        target.removeprefix("socket:[").removesuffix("]")
+        for fd in Path("/proc/self/fd").iterdir()
+        if (target := _readlink(fd)).startswith("socket:[")
+    }
+    remote = f"0100007F:{port:04X}"
+    rows = Path("/proc/self/net/tcp").read_text().splitlines()[1:]
+    return sum(1 for row in rows if row.split()[2] == remote and row.split()[9] in inodes)
+
+
+def _readlink(fd: Path) -> str:
+    try:
+        return str(fd.readlink())
+    except OSError:  # the fd of the directory listing itself, already closed
+        return ""
+
+
+@pytest.mark.skipif(not Path("/proc/self/net/tcp").exists(), reason="counts sockets via /proc")
+def test_repeated_downloads_on_one_client_keep_no_more_sockets_than_workers(serve) -> None:
+    # `harvest --follow` keeps one client and downloads once per notification,
+    # each time on a new thread pool: sockets of finished threads must not pile up.
+    server = serve(lambda path, headers: answer(200, b"ok"))
+    workers, calls, per_call = 4, 12, 40
+    urls = [server.url(f"/r/{n}") for n in range(per_call)]
+    with client_for(server) as client:
+        for _ in range(calls):
+            results = dict(map_bounded(workers, urls, lambda url: body_of(client, url)))
+            assert set(results.values()) == {b"ok"}
+            assert sockets_to(server.port) <= workers
+
+    assert sockets_to(server.port) == 0  # close() closes what is left
+    assert len(server.requests) == calls * per_call
+    assert server.connections <= calls * workers  # kept alive within a call
