@@ -9,8 +9,10 @@
 - A new set, or a capability turned on, gets its documents written after the
   commit, so what its Capability List advertises is there to read.
 - A set whose url_prefix or resource_root_dir changed gets its stored URIs
-  resolved again and every document rewritten after the commit
-  (`sources.re_resolve`, `tasks.follow_new_locations`).
+  resolved again in the save's own transaction (`sources.re_resolve`): once
+  it commits, ingestion resolves events with the new prefix, so they must
+  find the rows there. Its mirror and every document follow after the commit
+  (`tasks.follow_new_locations`).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import Any
 from django.db import transaction
 
 from sources.models import CapabilitySettings, DataProvider, ResourceSet
+from sources.re_resolve import re_resolve_uris
 
 from . import publishing, tasks
 
@@ -64,11 +67,13 @@ def follow_changed_locations(
     sender: type, *, instance: ResourceSet, created: bool, raw: bool = False, **kwargs: Any
 ) -> None:
     """`post_save` of ResourceSet: a changed url_prefix or resource_root_dir moves the
-    stored URIs and rewrites the documents, after the commit."""
+    stored URIs in the save's transaction (ResourceSet.save is atomic), and rewrites the
+    mirror and the documents after the commit."""
     before = getattr(instance, "_locations_before_save", None)
     now = tuple(getattr(instance, name) for name in LOCATION_FIELDS)
     if created or raw or before is None or before == now:
         return
+    re_resolve_uris(resource_set=instance)
     set_id = instance.pk
     transaction.on_commit(lambda: tasks.after_locations_changed(set_id), robust=True)
 

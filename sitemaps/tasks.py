@@ -145,45 +145,49 @@ def re_resolve_and_regenerate(
     moved = re_resolve_uris(resource_set=resource_set)
     if not (moved.changed or regenerate_anyway):
         return str(moved)
+    report = mirror_and_regenerate(resource_set)
+    return None if report is None else f"{moved}; {report}"
+
+
+def mirror_and_regenerate(resource_set: ResourceSet) -> str | None:
+    """Index the moved rows, then rewrite every document (a full run); None when another
+    run holds the set."""
     # The mirror first: the Elasticsearch generator would build from the old URIs.
     get_generator().index_pending(resource_set.pk)
     report = regenerate(resource_set, full=True)
-    return None if report is None else f"{moved}; {report}"
+    return None if report is None else str(report)
 
 
 @shared_task(
     bind=True, autoretry_for=(Exception,), retry_backoff=2, retry_backoff_max=300, max_retries=10
 )
 def follow_new_locations(self, resource_set_id: int) -> str:
-    """A set's url_prefix or resource_root_dir changed: its documents follow.
-
-    Safe to run twice; a retry rewrites the documents even though the URIs
-    already moved in the first attempt.
-    """
+    """A set's url_prefix or resource_root_dir changed and its URIs moved with the save
+    (sitemaps.receivers): its mirror and documents follow. Safe to run twice."""
     resource_set = ResourceSet.objects.select_related("provider").filter(pk=resource_set_id).first()
     if resource_set is None:
         return "the set is gone"
-    outcome = re_resolve_and_regenerate(resource_set, regenerate_anyway=self.request.retries > 0)
+    outcome = mirror_and_regenerate(resource_set)
     if outcome is None:
         raise SetBusy(f"{resource_set} is held by another run")
     return outcome
 
 
 def after_locations_changed(resource_set_id: int) -> None:
-    """After a set's url_prefix or resource_root_dir change committed (sitemaps.receivers).
+    """After a set's url_prefix or resource_root_dir change committed (sitemaps.receivers),
+    with its URIs already moved: the mirror and the documents follow.
 
-    Eagerly (no broker: `make run`) it runs here, and a failure is logged with
-    what to run; the URIs are re-resolved in one transaction, so nothing is half moved.
+    Eagerly (no broker: `make run`) it runs here, and a failure is logged with what to run.
     """
     if not settings.CELERY_TASK_ALWAYS_EAGER:
         follow_new_locations.delay(resource_set_id)
         return
     resource_set = ResourceSet.objects.select_related("provider").get(pk=resource_set_id)
     try:
-        outcome = re_resolve_and_regenerate(resource_set)
+        outcome = mirror_and_regenerate(resource_set)
     except Exception:
         outcome = None
-        logger.exception("Re-resolving the URIs of %s failed", resource_set)
+        logger.exception("Rewriting the documents of %s failed", resource_set)
     if outcome is None:
         logger.error(
             "The documents of %s do not follow its new url_prefix yet: run "

@@ -19,6 +19,7 @@ from typing import Any
 
 import orjson
 from django.core.cache import cache
+from django.db import transaction
 from django.db.models import Count, QuerySet, Sum
 from django_elasticsearch_dsl import Index
 from elasticsearch import Elasticsearch
@@ -27,6 +28,7 @@ from elasticsearch.serializer import OrjsonSerializer
 from .documents import changes_index, index_names, resources_index
 from .generators.base import ReconcileReport
 from .models import Change, Resource, ResourceSet
+from .services import resource_set_lock
 from .signals import changes_indexed
 
 logger = logging.getLogger(__name__)
@@ -127,11 +129,60 @@ def _pending(resource_set_id: int | None) -> QuerySet[Change]:
     return pending
 
 
-def _mark_indexed(change_ids: list[int]) -> None:
+#: A row as a run sent it: its URI and links (what `sources.re_resolve` rewrites).
+RowState = tuple[str, Any]
+
+
+class Sent:
+    """What a run sent of each change: its set, its state and its resource's (None: gone)."""
+
+    def __init__(self) -> None:
+        self.changes: dict[int, tuple[int, RowState, int | None]] = {}
+        self.resources: dict[int, RowState | None] = {}
+
+    def __len__(self) -> int:
+        return len(self.changes)
+
+    def add(self, other: Sent) -> None:
+        self.changes.update(other.changes)
+        self.resources.update(other.resources)
+
+
+def _mark_indexed(sent: Sent) -> None:
     """After a refresh: the generator may now read these changes from the mirror."""
-    for start in range(0, len(change_ids), MARK_BATCH_SIZE):
-        chunk = change_ids[start : start + MARK_BATCH_SIZE]
-        Change.objects.filter(pk__in=chunk).update(indexed=True)
+    ids = sorted(sent.changes)
+    for start in range(0, len(ids), MARK_BATCH_SIZE):
+        _mark_unchanged(sent, ids[start : start + MARK_BATCH_SIZE])
+
+
+def _mark_unchanged(sent: Sent, ids: list[int]) -> None:
+    """Mark the changes whose row, and resource's row, are still as they were sent.
+
+    A row re-resolved since (a new url_prefix) was sent with its old URI: it
+    stays unindexed, and the next run sends it anew. Under the sets' locks,
+    which re-resolving holds for its whole transaction.
+    """
+    with transaction.atomic():
+        for set_id in sorted({sent.changes[pk][0] for pk in ids}):
+            resource_set_lock(resource_set=ResourceSet(pk=set_id))
+        rows = Change.objects.filter(pk__in=ids).values_list("pk", "uri", "ln", "resource_key")
+        changes = {pk: ((uri, ln), key) for pk, uri, ln, key in rows}
+        keys = {sent.changes[pk][2] for pk in ids} - {None}
+        resources = {
+            pk: (uri, ln)
+            for pk, uri, ln in Resource.objects.filter(pk__in=keys).values_list("pk", "uri", "ln")
+        }
+        unchanged = [
+            pk
+            for pk in ids
+            if changes.get(pk, (None, None))[0] == sent.changes[pk][1]
+            and _same_resource(sent, sent.changes[pk][2], resources)
+        ]
+        Change.objects.filter(pk__in=unchanged).update(indexed=True)
+
+
+def _same_resource(sent: Sent, key: int | None, now: dict[int, RowState]) -> bool:
+    return key is None or sent.resources.get(key) == now.get(key)
 
 
 class Mirror:
@@ -252,41 +303,48 @@ class Mirror:
         if in_flight is not None and self._pool_pid == os.getpid():
             _raise_refusals(in_flight.result())
 
-    def _resource_actions(self, keys: set[int]) -> Iterator[BulkAction]:
-        """Index the current rows of these resources; delete the ones gone."""
+    def _resource_actions(self, keys: set[int], sent: Sent | None = None) -> Iterator[BulkAction]:
+        """Index the current rows of these resources; delete the ones gone (noted in `sent`)."""
+        sent = sent or Sent()
         ordered = sorted(keys)
         for start in range(0, len(ordered), BATCH_SIZE):
             chunk = ordered[start : start + BATCH_SIZE]
             rows = list(Resource.objects.filter(pk__in=chunk).values(*RESOURCE_FIELDS))
             paths = set_paths(row["resource_set_id"] for row in rows)
             for row in rows:
+                sent.resources[row["id"]] = (row["uri"], row["ln"])
                 source = resource_source(row, paths[row["resource_set_id"]])
                 yield {"index": {"_index": self.resources_index, "_id": str(row["id"])}}, source
             for key in set(chunk) - {row["id"] for row in rows}:
+                sent.resources[key] = None
                 yield {"delete": {"_index": self.resources_index, "_id": str(key)}}, None
 
-    def _index_change_rows(self, change_ids: list[int]) -> int:
+    def _index_change_rows(self, change_ids: list[int]) -> Sent:
         """Index these changes and the current state of the resources they touched."""
         rows = list(Change.objects.filter(pk__in=change_ids).values(*CHANGE_FIELDS))
         paths = set_paths(row["resource_set_id"] for row in rows)
         touched = {row["resource_key"] for row in rows if row["resource_key"]}
+        sent = Sent()
+        for row in rows:
+            state = (row["uri"], row["ln"])
+            sent.changes[row["id"]] = (row["resource_set_id"], state, row["resource_key"] or None)
         changes = (
             ({"index": {"_index": self.changes_index, "_id": str(row["id"])}},
              change_source(row, paths[row["resource_set_id"]]))
             for row in rows
         )  # fmt: skip
         # One request for both: resources first, so a change never shows before its resource.
-        self.send(chain(self._resource_actions(touched), changes), wait=False)
-        return len(rows)
+        self.send(chain(self._resource_actions(touched, sent), changes), wait=False)
+        return sent
 
     def index_changes(self, change_ids: list[int]) -> int:
         """Mirror these changes (and their resources), refresh, and mark them indexed."""
         if not change_ids:
             return 0
-        done = self._index_change_rows(change_ids)
+        sent = self._index_change_rows(change_ids)
         self.refresh()
-        _mark_indexed(change_ids)
-        return done
+        _mark_indexed(sent)
+        return len(sent)
 
     def index_pending(self, resource_set_id: int | None = None) -> int:
         """Index every change not yet mirrored (of one set, or of all sets).
@@ -317,14 +375,13 @@ class Mirror:
         self.ensure_indices()
         pending = _pending(resource_set_id)
         done, last = 0, 0
-        sent: list[int] = []
+        sent = Sent()
         refreshed = time.monotonic()
         while True:
             keys = pending.filter(pk__gt=last).order_by("pk").values_list("pk", flat=True)
             batch = list(keys[:BATCH_SIZE])
             if batch:
-                self._index_change_rows(batch)
-                sent += batch
+                sent.add(self._index_change_rows(batch))
                 last = batch[-1]
             if sent and (not batch or time.monotonic() - refreshed >= REFRESH_EVERY_SECONDS):
                 self.refresh()
@@ -333,7 +390,7 @@ class Mirror:
                 if resource_set_id is not None:
                     changes_indexed.send_robust(sender=Mirror, resource_set_id=resource_set_id)
                 done += len(sent)
-                sent = []
+                sent = Sent()
                 refreshed = time.monotonic()
             if not batch:
                 return done

@@ -9,11 +9,12 @@ from __future__ import annotations
 import hashlib
 import secrets
 from datetime import timedelta
+from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
-from django.db import models
+from django.db import models, transaction
 from django.db.models import Q
 
 from sitemaps.protocol.constants import MAX_ENTRIES_PER_DOCUMENT, ChangeType
@@ -79,6 +80,12 @@ class ResourceSet(models.Model):
 
     def __str__(self) -> str:
         return f"{self.provider.slug}/{self.slug}"
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        """One transaction: a changed url_prefix moves the stored URIs in its post_save
+        (sitemaps.receivers), and ingestion must never see the new prefix without them."""
+        with transaction.atomic():
+            super().save(*args, **kwargs)
 
     @property
     def path(self) -> str:

@@ -35,7 +35,7 @@ from .generators.filesystem import (
     walk_folder,
 )
 from .models import Resource, ResourceSet
-from .services import EventsRejected, ingest_events
+from .services import EventsRejected, LocationsChanged, ingest_events
 
 logger = logging.getLogger(__name__)
 
@@ -123,6 +123,11 @@ def _ingest(resource_set: ResourceSet, events: Iterable[Event], report: ScanRepo
         except EventsRejected as error:
             details = "; ".join(f"{e.field}: {e.message}" for e in error.errors[:5])
             raise ScanError(f"{resource_set}: the events were refused: {details}") from error
+        except LocationsChanged as error:
+            raise ScanError(
+                f"{resource_set}: its url_prefix or resource_root_dir changed during the scan; "
+                "the batches before this one were applied: scan again to record the rest"
+            ) from error
         report.created += result.created
         report.updated += result.updated
         report.deleted += result.deleted

@@ -356,3 +356,43 @@ def test_a_refused_batch_sent_in_the_background_leaves_its_changes_unindexed(
     with pytest.raises(RuntimeError, match="Elasticsearch refused a index"):
         use_elasticsearch.index_pending(resource_set.pk)
     assert Change.objects.filter(indexed=False).count() == 3
+
+
+def test_rows_re_resolved_between_a_send_and_its_mark_are_sent_again(
+    use_elasticsearch, monkeypatch
+):
+    """A run marks only the rows it sent as they still are: a re-resolve that committed
+    between its send and its mark leaves them unindexed, so they are sent again (the run
+    looks again before it lets go), not left in the mirror with their old URIs."""
+    from dataclasses import replace
+
+    from sources.indexing import Mirror
+    from sources.models import ResourceSet
+    from sources.re_resolve import re_resolve_uris
+
+    mirror = use_elasticsearch.mirror
+    resource_set = make_set()
+    old, new = resource_set.url_prefix, "https://files.example.net/moved/"
+    located = replace(event("created", "x"), location_type="rel_path", location_value="a.txt")
+    with muted_indexing():
+        ingest(resource_set, [replace(located, uri=old + "a.txt")])
+    original = Mirror._index_change_rows
+    moved = []
+
+    def send_then_re_resolve(self, change_ids):
+        sent = original(self, change_ids)
+        if not moved:  # between the send and the mark
+            ResourceSet.objects.filter(pk=resource_set.pk).update(url_prefix=new)
+            moved.append(re_resolve_uris(resource_set=resource_set))
+        return sent
+
+    monkeypatch.setattr(Mirror, "_index_change_rows", send_then_re_resolve)
+    use_elasticsearch.index_pending(resource_set.pk)
+
+    assert moved and moved[0].resources == 1
+    assert Change.objects.get().uri == new + "a.txt"
+    assert not Change.objects.filter(indexed=False).exists()
+    mirror.refresh()
+    for index in (mirror.resources_index, mirror.changes_index):
+        hits = mirror.client.search(index=index, query={"match_all": {}})["hits"]["hits"]
+        assert [hit["_source"]["uri"] for hit in hits] == [new + "a.txt"], index

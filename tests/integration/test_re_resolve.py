@@ -430,3 +430,24 @@ def test_the_command_follows_a_changed_public_base_url(client, settings, tmp_pat
         assert locs([document]) == ["https://portal.example.org/files/acme/files/a.txt"]
         up = etree.fromstring(document).find("rs:ln[@rel='up']", NS).get("href")
         assert up == f"https://portal.example.org{BASE}/capabilitylist.xml"
+
+
+def test_a_delete_posted_before_the_queued_task_runs_deletes_the_moved_resource(
+    client, tmp_path, django_capture_on_commit_callbacks
+):
+    """The URIs move with the save itself: ingestion accepts events under the new prefix
+    as soon as it commits, before the task that rewrites the documents runs."""
+    files = FileSet(tmp_path / "files")
+    files.post([files.write("a.txt"), files.write("b.txt")], django_capture_on_commit_callbacks)
+    with django_capture_on_commit_callbacks(execute=False) as queued:
+        files.resource_set.url_prefix = MOVED
+        files.resource_set.save()
+    assert queued, "the documents are rewritten after the commit"
+
+    files.post([files.delete("a.txt")], django_capture_on_commit_callbacks)
+    for callback in queued:
+        callback()
+    regenerate(files.resource_set)
+
+    assert list(Resource.objects.values_list("uri", flat=True)) == [MOVED + "b.txt"]
+    assert locs(urlsets(client, f"{BASE}/resourcelist.xml")) == [MOVED + "b.txt"]

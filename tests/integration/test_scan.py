@@ -16,7 +16,7 @@ from django.core.management import CommandError, call_command
 
 from sources.generators.filesystem import mtime_datetime
 from sources.models import CapabilitySettings, Change, DataProvider, Resource, ResourceSet
-from sources.scanning import scan_folder
+from sources.scanning import ScanError, scan_folder
 from sources.services import ingest_events
 from sources.watching import FolderWatch
 
@@ -345,3 +345,19 @@ def test_every_scan_is_in_the_journal(resource_set: ResourceSet, root: Path) -> 
     run = Run.objects.get(kind="scan", resource_set=resource_set)
     assert (run.outcome, run.events) == ("succeeded", 2)
     assert run.finished_at is not None
+
+
+def test_a_prefix_changed_during_a_scan_fails_it_with_a_retry_later_error(
+    resource_set: ResourceSet, root: Path
+) -> None:
+    from journal.models import Run
+
+    write(root, "a.txt", b"a")
+    ResourceSet.objects.filter(pk=resource_set.pk).update(url_prefix="https://moved.example/")
+
+    with pytest.raises(ScanError, match=r"url_prefix or resource_root_dir changed.*scan again"):
+        scan_folder(resource_set=resource_set)
+
+    assert not Resource.objects.exists()
+    run = Run.objects.get(kind="scan", resource_set=resource_set)
+    assert run.outcome == "failed" and "scan again" in run.error
