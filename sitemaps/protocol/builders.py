@@ -501,6 +501,21 @@ def _package_links(manifest_url: str | None) -> list[Attributes]:
     return [{"rel": "contents", "href": manifest_url, "type": _CONTENTS_TYPE}]
 
 
+def _package_entry(package: ResourceDumpPackage | ChangeDumpPackage, times: Attributes) -> Entry:
+    """A dump entry: its window or snapshot times first, then hash, length and type."""
+    return Entry(
+        package.loc,
+        None if package.lastmod is None else w3c_datetime(package.lastmod),
+        {
+            **times,
+            "hash": hash_value(package.md5, package.sha256),
+            "length": str(package.length),
+            "type": package.mime,
+        },
+        _package_links(package.manifest_url),
+    )
+
+
 def build_resource_dump(
     packages: Iterable[ResourceDumpPackage],
     *,
@@ -512,18 +527,7 @@ def build_resource_dump(
     """A Resource Dump: one entry per ZIP package."""
     _check_snapshot(at, completed)
     entries = (
-        Entry(
-            package.loc,
-            None if package.lastmod is None else w3c_datetime(package.lastmod),
-            {
-                "at": _time(package.at),
-                "completed": _time(package.completed),
-                "hash": hash_value(package.md5, package.sha256),
-                "length": str(package.length),
-                "type": package.mime,
-            },
-            _package_links(package.manifest_url),
-        )
+        _package_entry(package, {"at": _time(package.at), "completed": _time(package.completed)})
         for package in packages
     )
     return render_document(
@@ -549,18 +553,7 @@ def build_change_dump(
     """A Change Dump: one entry per ZIP package, oldest first."""
     _check_window(since, until)
     entries = (
-        Entry(
-            package.loc,
-            None if package.lastmod is None else w3c_datetime(package.lastmod),
-            {
-                "from": _time(package.since),
-                "until": _time(package.until),
-                "hash": hash_value(package.md5, package.sha256),
-                "length": str(package.length),
-                "type": package.mime,
-            },
-            _package_links(package.manifest_url),
-        )
+        _package_entry(package, {"from": _time(package.since), "until": _time(package.until)})
         for package in packages
     )
     return render_document(
