@@ -37,7 +37,6 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import hashlib
-import json
 import os
 import random
 import resource
@@ -58,6 +57,7 @@ from harvest import (
     SourceFile,
     check,
     harvester_env,
+    run_in_work_folder,
     run_process,
     run_resync,
     static_server,
@@ -66,8 +66,6 @@ from harvest import (
 from harvest import content as small_content
 
 REPO = Path(__file__).resolve().parent.parent
-WORK = REPO / "bench" / "work"
-RESULTS = REPO / "bench" / "results"
 PYTHON = Path(sys.executable)  # the venv running the bench (a worktree may have no .venv)
 LARGE_BYTES = 1024 * 1024
 FILES_PER_FOLDER = 1_000
@@ -483,26 +481,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    stamp = dt.datetime.now().strftime("%Y-%m-%dT%H%M%S")
-    output = args.output or RESULTS / f"dumps-{stamp}.json"
-    work = WORK / f"dumps-{stamp}-{os.getpid()}"
-    work.mkdir(parents=True)
-    work.chmod(0o755)  # nginx's workers run as another user
-    try:
-        results = run(args, work)
-    except BenchFailure as failure:
-        print(f"FAILED: {failure}", file=sys.stderr)
-        print(f"work folder kept for inspection: {work}", file=sys.stderr)
-        return 1
-    if not args.keep:
-        shutil.rmtree(work, ignore_errors=True)
-    output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(json.dumps(results, indent=2) + "\n")
-    for line in summary(results):
-        print(line)
-    print(f"results: {output}")
-    return 0
+    return run_in_work_folder("dumps", parse_args(argv), run, summary)
 
 
 if __name__ == "__main__":

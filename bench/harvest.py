@@ -47,7 +47,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -509,11 +509,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
+def run_in_work_folder(
+    name: str,
+    args: argparse.Namespace,
+    run: Callable[[argparse.Namespace, Path], dict[str, Any]],
+    summary: Callable[[dict[str, Any]], Iterable[str]],
+) -> int:
+    """Run `run(args, work)` in a fresh work folder (kept on failure), write its JSON, print it."""
     stamp = dt.datetime.now().strftime("%Y-%m-%dT%H%M%S")
-    output = args.output or RESULTS / f"harvest-{stamp}.json"
-    work = WORK / f"harvest-{stamp}-{os.getpid()}"
+    output = args.output or RESULTS / f"{name}-{stamp}.json"
+    work = WORK / f"{name}-{stamp}-{os.getpid()}"
     work.mkdir(parents=True)
     work.chmod(0o755)  # nginx's workers run as another user
     try:
@@ -526,10 +531,14 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(work, ignore_errors=True)
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text(json.dumps(results, indent=2) + "\n")
-    print(f"results: {output}")
     for line in summary(results):
         print(line)
+    print(f"results: {output}")
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run_in_work_folder("harvest", parse_args(argv), run, summary)
 
 
 if __name__ == "__main__":
