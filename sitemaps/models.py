@@ -76,6 +76,21 @@ class ChangeListPage(StoredDocument):
     final = models.BooleanField(
         default=False, help_text="Written with every change up to `until`; never rewritten."
     )
+    # Where the next version of the open list may append (sitemaps.change_list_append).
+    last_key = models.BigIntegerField(
+        null=True, blank=True, help_text="The change id of the last entry as written."
+    )
+    last_datetime = models.DateTimeField(
+        null=True, blank=True, help_text="The datetime of the last entry as written."
+    )
+    max_key = models.BigIntegerField(
+        null=True, blank=True, help_text="The greatest change id in the document as written."
+    )
+    resolved_with = models.CharField(
+        max_length=64,
+        blank=True,
+        help_text="Digest of the url_prefix and resource_root_dir its URIs were resolved with.",
+    )
 
     class Meta:
         ordering = ["resource_set", "since"]

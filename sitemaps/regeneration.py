@@ -34,7 +34,8 @@ from sources.generators import BaseGenerator, get_generator
 from sources.models import Change, ResourceSet
 from sources.services import resource_set_lock
 
-from . import change_list_archive, forking, lease, links, planning, publishing
+from . import change_list_append, change_list_archive, forking, lease, links, planning, publishing
+from .change_list_append import BuiltChangeList, KeyTracker
 from .dumps.build import build_dumps
 from .dumps.job import DumpReport
 from .models import (
@@ -228,6 +229,7 @@ class RegenerationRun:
         self.capability_list_url = links.capability_list_url(resource_set)
         self.directory = resource_set.path
         self.max_bytes = settings.RESOURCESYNC_MAX_DOCUMENT_BYTES
+        self.resolved_with = ""  # set by change_lists(), before it reads any row
 
     def run(self) -> RegenerationReport:
         # Change Lists first: they are what destinations poll to stay fresh,
@@ -509,6 +511,8 @@ class RegenerationRun:
     # Change Lists
 
     def change_lists(self) -> None:
+        # Before any row is read: a version records what its URIs were resolved with.
+        self.resolved_with = change_list_append.resolved_with(self.resource_set)
         pages = list(ChangeListPage.objects.filter(resource_set=self.resource_set))
         if not pages:
             pages = [self.first_change_list()]
@@ -570,17 +574,12 @@ class RegenerationRun:
         ).exists()
 
     def write_change_page(self, page: ChangeListPage, pages: list[ChangeListPage]) -> None:
-        records = self.generator.iter_changes(self.resource_set, since=page.since, until=page.until)
-        result = build_change_list(
-            records,
-            since=page.since,
-            until=page.until,
-            capability_list_url=self.capability_list_url,
-            # Only a list under an index links to it (closing a list opens the next).
-            index_url=links.change_list_url(self.resource_set) if len(pages) > 1 else None,
-            max_entries=self.capabilities.entries_per_document,
-            max_bytes=self.max_bytes,
-        )
+        # Only a list under an index links to it (closing a list opens the next).
+        index_url = links.change_list_url(self.resource_set) if len(pages) > 1 else None
+        built = None if self.full else change_list_append.append(self, page, index_url)
+        if built is None:
+            built = self.build_change_page(page, index_url)
+        result = built.page
         if result.has_more and result.last_record is not None and page.until is None:
             # Full: close at the last datetime that fits whole, then write the rest anew.
             until = result.last_record.datetime
@@ -592,6 +591,27 @@ class RegenerationRun:
             self.write_change_page(page, pages)
             self.write_change_page(pages[-1], pages)
             return
+        self.store_change_page(page, built)
+
+    def build_change_page(self, page: ChangeListPage, index_url: str | None) -> BuiltChangeList:
+        """The list rendered from every change in its window."""
+        records = KeyTracker(
+            self.generator.iter_changes(self.resource_set, since=page.since, until=page.until)
+        )
+        result = build_change_list(
+            records,
+            since=page.since,
+            until=page.until,
+            capability_list_url=self.capability_list_url,
+            index_url=index_url,
+            max_entries=self.capabilities.entries_per_document,
+            max_bytes=self.max_bytes,
+        )
+        return BuiltChangeList.of(result, records, page)
+
+    def store_change_page(self, page: ChangeListPage, built: BuiltChangeList) -> None:
+        """Save the version and point the row (with its append base) at it."""
+        result = built.page
         final = page.until is not None and self.complete_through(page.until)
         name, etag = save_document(self.directory, page.public_name, result.content)
         page.final = final
@@ -600,6 +620,8 @@ class RegenerationRun:
             len(result.content),
             timezone.now(),
         )
+        page.last_key, page.last_datetime = built.last_key, built.last_datetime
+        page.max_key, page.resolved_with = built.max_key, self.resolved_with
         self.point_at(page, name, etag)
         self.report.change_pages_written.append(page.number)
 

@@ -83,6 +83,16 @@ class PageBuilder:
         self.entries += 1
         return True
 
+    def extend(self, kept: bytes, entries: int) -> bool:
+        """Append `entries` entries this writer rendered before (a previous version's); False
+        if they would break a limit."""
+        if self.entries + entries > self.max_entries or self.size + len(kept) > self.max_bytes:
+            return False
+        self._buffer.write(kept)
+        self.size += len(kept)
+        self.entries += entries
+        return True
+
     def fill(
         self, records: Iterable[RecordT], render: Callable[[RecordT], bytes]
     ) -> DocumentPage[RecordT]:
@@ -222,9 +232,12 @@ def _check_window(since: datetime, until: datetime | None) -> None:
         raise ValueError(f"until {until} is before from {since}")
 
 
-def _change_order_check(since: datetime, until: datetime | None) -> Callable[[ChangeRecord], None]:
-    """A check refusing changes out of order or outside [since, until] (checklist 5 and 6)."""
-    previous = since
+def _change_order_check(
+    since: datetime, until: datetime | None, *, after: datetime | None = None
+) -> Callable[[ChangeRecord], None]:
+    """A check refusing changes out of order or outside [since, until] (checklist 5 and 6);
+    `after`: the datetime of the change before the first one checked."""
+    previous = since if after is None else after
 
     def check(record: ChangeRecord) -> None:
         nonlocal previous
@@ -328,20 +341,73 @@ def build_change_list(
 
     Changes must come oldest first and fall within [since, until].
     """
+    page = _change_list_page(since, until, capability_list_url, index_url, max_entries, max_bytes)
+    return page.fill(changes, _checked_change_entry(since, since, until))
+
+
+def append_change_list(
+    kept: bytes,
+    kept_entries: int,
+    changes: Iterable[ChangeRecord],
+    *,
+    since: datetime,
+    last: datetime,
+    capability_list_url: str,
+    index_url: str | None = None,
+    max_entries: int = MAX_ENTRIES_PER_DOCUMENT,
+    max_bytes: int = MAX_DOCUMENT_BYTES,
+) -> DocumentPage[ChangeRecord] | None:
+    """The open Change List again: the entries of its previous version (`kept`, from
+    `change_list_entries`), then `changes`, which must come after `last`, its last datetime.
+
+    The same bytes as `build_change_list` over all of them; None when the kept
+    entries alone break a limit. `last_record` is None when no change was added.
+    """
+    page = _change_list_page(since, None, capability_list_url, index_url, max_entries, max_bytes)
+    if not page.extend(kept, kept_entries):
+        return None
+    return page.fill(changes, _checked_change_entry(since, last, None))
+
+
+def change_list_entries(document: bytes) -> bytes:
+    """The entries of a Change List this module wrote: what lies between its header and
+    its end tag (the header's values are escaped, so its first `<url>` starts them)."""
+    end = DocumentWriter("urlset").end()
+    if not document.endswith(end):
+        raise ValueError("not a whole urlset document")
+    start = document.find(b"<url>")
+    return b"" if start < 0 else document[start : -len(end)]
+
+
+def _change_list_page(
+    since: datetime,
+    until: datetime | None,
+    capability_list_url: str,
+    index_url: str | None,
+    max_entries: int,
+    max_bytes: int,
+) -> PageBuilder:
+    """An empty Change List page: its header (from, until, links) and end tag."""
     _check_window(since, until)
     writer = DocumentWriter("urlset")
     header = writer.start(
         {"capability": Capability.CHANGE_LIST, "from": w3c_datetime(since), "until": _time(until)},
         _links(("up", capability_list_url), ("index", index_url)),
     )
-    check_order = _change_order_check(since, until)
+    return PageBuilder(header, writer.end(), max_entries=max_entries, max_bytes=max_bytes)
+
+
+def _checked_change_entry(
+    since: datetime, after: datetime, until: datetime | None
+) -> Callable[[ChangeRecord], bytes]:
+    """Render a Change List entry, refusing changes out of order (none before `after`)."""
+    check_order = _change_order_check(since, until, after=after)
 
     def render(record: ChangeRecord) -> bytes:
         check_order(record)
         return change_entry(record)
 
-    page = PageBuilder(header, writer.end(), max_entries=max_entries, max_bytes=max_bytes)
-    return fill_page(page, changes, render)
+    return render
 
 
 @dataclass(frozen=True, slots=True)

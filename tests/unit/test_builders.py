@@ -22,6 +22,7 @@ from sitemaps.protocol.builders import (
     DocumentPage,
     DocumentTooLarge,
     PageBuilder,
+    append_change_list,
     ResourceDumpPackage,
     ResourceListPart,
     build_capability_list,
@@ -36,6 +37,7 @@ from sitemaps.protocol.builders import (
     build_resource_list_index,
     build_source_description,
     change_entry,
+    change_list_entries,
     resource_entry,
 )
 from sitemaps.protocol.constants import (
@@ -714,3 +716,54 @@ def test_an_entry_that_can_never_fit_is_an_error() -> None:
         build_resource_list(
             [], at=utc(2013, 1, 3), capability_list_url=CAPABILITY_LIST, max_bytes=10
         )
+
+
+def _hour_changes(hours: range) -> list[ChangeRecord]:
+    return [
+        change(
+            n,
+            "updated" if n % 2 else "created",
+            datetime=utc(2013, 1, 3, n),
+            uri=f"http://example.com/a&b/{n}",
+        )
+        for n in hours
+    ]
+
+
+@pytest.mark.parametrize("index_url", [None, "http://example.com/changelist.xml"])
+def test_an_appended_change_list_is_the_full_list_to_the_byte(index_url) -> None:
+    """The open list's next version, grown from its previous one's bytes, is what
+    rendering every change gives, a root link gained on the way included."""
+    since = utc(2013, 1, 3)
+    first = build_change_list(
+        _hour_changes(range(3)), since=since, capability_list_url=CAPABILITY_LIST
+    )
+
+    appended = append_change_list(
+        change_list_entries(first.content), first.entries, _hour_changes(range(3, 6)),
+        since=since, last=utc(2013, 1, 3, 2), capability_list_url=CAPABILITY_LIST,
+        index_url=index_url,
+    )  # fmt: skip
+
+    whole = build_change_list(
+        _hour_changes(range(6)), since=since, capability_list_url=CAPABILITY_LIST,
+        index_url=index_url,
+    )  # fmt: skip
+    assert appended == whole
+
+
+def test_an_appended_change_list_stops_at_the_limits() -> None:
+    since = utc(2013, 1, 3)
+    first = build_change_list(
+        _hour_changes(range(3)), since=since, capability_list_url=CAPABILITY_LIST
+    )
+    kept = change_list_entries(first.content)
+    common = {"since": since, "last": utc(2013, 1, 3, 2), "capability_list_url": CAPABILITY_LIST}
+
+    assert append_change_list(kept, 3, [], max_entries=2, **common) is None
+    full = append_change_list(kept, 3, _hour_changes(range(3, 6)), max_entries=4, **common)
+    assert full is not None and full.has_more and full.entries == 4
+    with pytest.raises(ValueError, match="out of order"):
+        append_change_list(kept, 3, _hour_changes(range(1, 2)), **common)
+    with pytest.raises(ValueError, match="not a whole urlset"):
+        change_list_entries(first.content[:-1])
