@@ -84,7 +84,7 @@ def append(
 ) -> BuiltChangeList | None:
     """The open list `page` grown by the changes after its last entry; None: rewrite it."""
     kept = previous_entries(page, run.resolved_with)
-    if kept is None or page.last_datetime is None:
+    if kept is None or page.last_datetime is None or page.last_key is None:
         return None
     tail = KeyTracker(
         run.generator.iter_changes(

@@ -155,9 +155,9 @@ def test_an_event_after_a_crash_between_two_writes_is_published(backend, crash_i
     post(resource_set, [0, 1])
     assert regenerate(resource_set)
     post(resource_set, [2])
-    with mock.patch.object(RegenerationRun, crash_in, side_effect=OSError("killed")):
-        with pytest.raises(OSError):
-            regenerate(resource_set)
+    crash = mock.patch.object(RegenerationRun, crash_in, side_effect=OSError("killed"))
+    with crash, pytest.raises(OSError):
+        regenerate(resource_set)
     post(resource_set, [3])
 
     assert regenerate(resource_set)
