@@ -3,8 +3,10 @@
 The change log says what changed since the last run (`through_change_id`):
 each touched resource key marks the Resource List page whose key range holds
 it; new keys land on the tail page. The open Change List is rewritten when
-it has new changes and is closed when its rotation period ends or it is
-full; a closed list is written once more, completely, and then never again.
+it has new changes, usually by appending them to its previous version
+(`sitemaps.change_list_append`), and is closed when its rotation period ends
+or it is full; a closed list is written once more, completely, and then never
+again.
 
 Which pages to write is planned over key ranges in `sitemaps.planning`; the
 run holds the set through a heartbeat lease (`sitemaps.lease`) and builds
