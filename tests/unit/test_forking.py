@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import ctypes
 import gc
 import threading
+
+import pytest
 
 from sitemaps.forking import can_fork, forked_pool
 
@@ -37,3 +40,44 @@ def test_a_run_in_a_server_thread_builds_its_pages_in_process():
 
 def test_a_run_in_the_main_thread_may_fork():
     assert can_fork()
+
+
+class MallInfo2(ctypes.Structure):
+    """glibc's `struct mallinfo2`: `hblkhd` is the bytes held in mapped blocks."""
+
+    _fields_ = [
+        (name, ctypes.c_size_t)
+        for name in (
+            "arena", "ordblks", "smblks", "hblks", "hblkhd",
+            "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost",
+        )
+    ]  # fmt: skip
+
+
+def mapped_bytes() -> int:
+    libc = ctypes.CDLL(None)
+    libc.mallinfo2.restype = MallInfo2
+    return libc.mallinfo2().hblkhd
+
+
+def mapped_after_a_larger_block_was_freed() -> int:
+    """How much of a 4 MiB buffer glibc maps, once an 8 MiB one was freed."""
+    first = bytearray(8 * MIB)
+    del first
+    before = mapped_bytes()
+    second = bytearray(4 * MIB)
+    grown = mapped_bytes() - before
+    del second
+    return grown
+
+
+MIB = 2**20
+
+
+@pytest.mark.skipif(not hasattr(ctypes.CDLL(None), "mallinfo2"), reason="glibc only")
+def test_a_builders_large_buffers_are_mapped_so_freeing_them_returns_the_memory():
+    """Else glibc serves them from the heap after the first large free, and small
+    objects pin it: a full Elasticsearch run of 100,000 kept 45 MiB more."""
+    with forked_pool(1) as pool:
+        mapped = pool.submit(mapped_after_a_larger_block_was_freed).result()
+    assert mapped >= 4 * MIB
