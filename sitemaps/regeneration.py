@@ -234,6 +234,7 @@ class RegenerationRun:
         self.resolved_with = ""  # set by change_lists(), before it reads any row
 
     def run(self) -> RegenerationReport:
+        forking.map_large_buffers()  # pages are built here too, not only in forked builders
         # Change Lists first: they are what destinations poll to stay fresh,
         # and a Resource List page may take a second or two to rewrite.
         if self.capabilities.publish_change_list:
