@@ -77,7 +77,8 @@ MIDDLEWARE = [
     "resourcesync_portal.hosts.PublicHostMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
-    "django.contrib.messages.middleware.MessageMiddleware",
+    # Django's, building its storage only when a page adds or reads a message.
+    "resourcesync_portal.lazy_messages.LazyMessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
 

@@ -18,6 +18,8 @@ from typing import Any, TypeVar
 
 from django.db import DEFAULT_DB_ALIAS, connections, models
 from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.models.base import ModelState
+from django.db.models.signals import post_init, pre_init
 
 from sources.models import CapabilitySettings, DataProvider, ResourceSet
 
@@ -52,8 +54,11 @@ def find_document(
     db = connections[DEFAULT_DB_ALIAS]
     tests = tuple((name, value is None) for name, value in where.items())
     sql = _sql(model, tests, latest, db.vendor)
-    values = [value for value in where.values() if value is not None]
-    params: list[Any] = [provider, True, set_slug, *values]
+    # Named parameters: Django's SQLite cursor turns `%s` into `?` with a regular
+    # expression over the whole (1 kB) statement, as long as running it; names it
+    # substitutes with `%` formatting. PostgreSQL takes either.
+    params: dict[str, Any] = {"provider": provider, "active": True, "set_slug": set_slug}
+    params.update((f"d_{name}", value) for name, value in where.items() if value is not None)
     with db.cursor() as cursor:
         cursor.execute(sql, params)
         row = cursor.fetchone()
@@ -79,12 +84,16 @@ def _sql(
         )
         for _, joined, join in _JOINS
     )
-    conditions = [f"p.{quote('slug')} = %s", f"p.{quote('active')} = %s", f"s.{quote('slug')} = %s"]
+    conditions = [
+        f"p.{quote('slug')} = %(provider)s",
+        f"p.{quote('active')} = %(active)s",
+        f"s.{quote('slug')} = %(set_slug)s",
+    ]
     for name, is_null in tests:
         field = model._meta.get_field(name)
         assert isinstance(field, models.Field), name  # a column of the document's own table
         column = quote(field.column)
-        conditions.append(f"d.{column} IS NULL" if is_null else f"d.{column} = %s")
+        conditions.append(f"d.{column} IS NULL" if is_null else f"d.{column} = %(d_{name})s")
     # Identifiers from the models' metadata, quoted; every value is a bound parameter.
     sql = f"SELECT {columns} FROM {quote(model._meta.db_table)} d {joins} WHERE "  # noqa: S608
     sql += " AND ".join(conditions)
@@ -128,7 +137,23 @@ def _instance(db: BaseDatabaseWrapper, model: type[Row], values: Sequence[Any]) 
         for converter in converters:
             value = converter(value, column, db)
         converted[position] = value
-    return model.from_db(db.alias, _attnames(model), converted)
+    if pre_init.has_listeners(model) or post_init.has_listeners(model):
+        return model.from_db(db.alias, _attnames(model), converted)
+    return _loaded(model, db.alias, converted)
+
+
+def _loaded(model: type[Row], alias: str, values: list[Any]) -> Row:
+    """What `from_db` returns, without `Model.__init__`'s per-field `setattr` (a fifth of
+    the lookup): the values go straight into the instance's `__dict__`, where `__init__`
+    puts them for every field of these models. Only when no receiver listens to
+    `pre_init`/`post_init` for the model, since those are not sent."""
+    instance = model.__new__(model)
+    state = ModelState()
+    state.adding = False
+    state.db = alias
+    instance._state = state
+    instance.__dict__.update(zip(_attnames(model), values, strict=True))
+    return instance
 
 
 @cache
@@ -149,9 +174,10 @@ def _instances(db: BaseDatabaseWrapper, model: type[Document], row: Sequence[Any
     provider = _instance(db, DataProvider, parts[2])
     # No settings row (LEFT JOIN): None, which `ResourceSet.capabilities` turns into defaults.
     capabilities = None if parts[3][0] is None else _instance(db, CapabilitySettings, parts[3])
-    resource_set.provider = provider
+    # Into the caches, as select_related does (the ids already match: no descriptor needed).
+    ResourceSet.provider.field.set_cached_value(resource_set, provider)
     ResourceSet.capability_settings.related.set_cached_value(resource_set, capabilities)
     if capabilities is not None:
-        capabilities.resource_set = resource_set
-    document.resource_set = resource_set
+        CapabilitySettings.resource_set.field.set_cached_value(capabilities, resource_set)
+    model.resource_set.field.set_cached_value(document, resource_set)
     return document
