@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from functools import lru_cache
 from urllib.parse import urlsplit
 
 from django.conf import settings
@@ -29,7 +30,13 @@ _warned: set[tuple[str, str]] = set()
 
 def public_host() -> tuple[str, str]:
     """PUBLIC_BASE_URL's (host, port), the port spelled out."""
-    parts = urlsplit(settings.PUBLIC_BASE_URL)
+    return _host_of(settings.PUBLIC_BASE_URL)
+
+
+@lru_cache(maxsize=8)
+def _host_of(url: str) -> tuple[str, str]:
+    """Parsed once per value, not once per request (tests change the setting)."""
+    parts = urlsplit(url)
     return (parts.hostname or "", str(parts.port or DEFAULT_PORTS.get(parts.scheme, "")))
 
 

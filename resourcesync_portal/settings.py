@@ -58,7 +58,7 @@ INSTALLED_APPS = [
     "rest_framework",
     "drf_spectacular",
     "drf_spectacular_sidecar",
-    "django_elasticsearch_dsl",
+    # "django_elasticsearch_dsl" follows, with the Elasticsearch generator only.
     "sources",
     "sitemaps",
     "notifications",
@@ -77,7 +77,8 @@ MIDDLEWARE = [
     "resourcesync_portal.hosts.PublicHostMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
-    "django.contrib.messages.middleware.MessageMiddleware",
+    # Django's, building its storage only when a page adds or reads a message.
+    "resourcesync_portal.lazy_messages.LazyMessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
 
@@ -202,6 +203,11 @@ _generator: dict[str, Any] = (
     else {"BACKEND": "sources.generators.database.DatabaseGenerator"}
 )
 RESOURCESYNC_GENERATORS = {"default": _generator}
+if _elasticsearch_url:
+    # Its app imports the Elasticsearch client and every Document when it loads: a
+    # third of a second of CPU in every process (`manage.py harvest` too), for
+    # nothing when the database generator builds the documents.
+    INSTALLED_APPS.insert(INSTALLED_APPS.index("sources"), "django_elasticsearch_dsl")
 
 # django-elasticsearch-dsl (its Documents and `search_index` command) talks to
 # the same node as the generator.

@@ -6,6 +6,10 @@ os.environ.setdefault("ELASTICSEARCH_INDEX_PREFIX", f"test-{os.getpid()}")
 
 from .settings import *  # noqa: F403
 
+# The tests switch to the Elasticsearch generator per test (tests/conftest.py): its app
+# is always loaded, as it is in production whenever ELASTICSEARCH_URL is set.
+if "django_elasticsearch_dsl" not in INSTALLED_APPS:  # noqa: F405
+    INSTALLED_APPS.insert(INSTALLED_APPS.index("sources"), "django_elasticsearch_dsl")  # noqa: F405
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 STORAGES["resourcesync"]["OPTIONS"] = {"location": str(DATA_DIR / "test-documents")}  # noqa: F405
 # Each test gets its own published tree (tests/conftest.py); none by default.

@@ -11,6 +11,9 @@ from sitemaps.robots import robots_txt
 from . import views
 
 urlpatterns = [
+    # The ResourceSync documents first: they are the hot path, and no other route
+    # shares their prefixes (`resourcesync/<provider>/<set>/`, `.well-known/`).
+    path("", include("sitemaps.urls")),
     path("", views.landing, name="landing"),
     path("healthz", views.healthz, name="healthz"),
     path("robots.txt", robots_txt, name="robots-txt"),
@@ -19,7 +22,6 @@ urlpatterns = [
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
     path("api/redoc/", SpectacularRedocView.as_view(url_name="schema"), name="api-redoc"),
-    path("", include("sitemaps.urls")),
     path("", include("notifications.urls")),
     path("", include("sources.urls")),
 ]

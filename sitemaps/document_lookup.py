@@ -52,8 +52,11 @@ def find_document(
     db = connections[DEFAULT_DB_ALIAS]
     tests = tuple((name, value is None) for name, value in where.items())
     sql = _sql(model, tests, latest, db.vendor)
-    values = [value for value in where.values() if value is not None]
-    params: list[Any] = [provider, True, set_slug, *values]
+    # Named parameters: Django's SQLite cursor turns `%s` into `?` with a regular
+    # expression over the whole (1 kB) statement, as long as running it; names it
+    # substitutes with `%` formatting. PostgreSQL takes either.
+    params: dict[str, Any] = {"provider": provider, "active": True, "set_slug": set_slug}
+    params.update((f"d_{name}", value) for name, value in where.items() if value is not None)
     with db.cursor() as cursor:
         cursor.execute(sql, params)
         row = cursor.fetchone()
@@ -79,12 +82,16 @@ def _sql(
         )
         for _, joined, join in _JOINS
     )
-    conditions = [f"p.{quote('slug')} = %s", f"p.{quote('active')} = %s", f"s.{quote('slug')} = %s"]
+    conditions = [
+        f"p.{quote('slug')} = %(provider)s",
+        f"p.{quote('active')} = %(active)s",
+        f"s.{quote('slug')} = %(set_slug)s",
+    ]
     for name, is_null in tests:
         field = model._meta.get_field(name)
         assert isinstance(field, models.Field), name  # a column of the document's own table
         column = quote(field.column)
-        conditions.append(f"d.{column} IS NULL" if is_null else f"d.{column} = %s")
+        conditions.append(f"d.{column} IS NULL" if is_null else f"d.{column} = %(d_{name})s")
     # Identifiers from the models' metadata, quoted; every value is a bound parameter.
     sql = f"SELECT {columns} FROM {quote(model._meta.db_table)} d {joins} WHERE "  # noqa: S608
     sql += " AND ".join(conditions)
@@ -149,9 +156,10 @@ def _instances(db: BaseDatabaseWrapper, model: type[Document], row: Sequence[Any
     provider = _instance(db, DataProvider, parts[2])
     # No settings row (LEFT JOIN): None, which `ResourceSet.capabilities` turns into defaults.
     capabilities = None if parts[3][0] is None else _instance(db, CapabilitySettings, parts[3])
-    resource_set.provider = provider
+    # Into the caches, as select_related does (the ids already match: no descriptor needed).
+    ResourceSet.provider.field.set_cached_value(resource_set, provider)
     ResourceSet.capability_settings.related.set_cached_value(resource_set, capabilities)
     if capabilities is not None:
-        capabilities.resource_set = resource_set
-    document.resource_set = resource_set
+        CapabilitySettings.resource_set.field.set_cached_value(capabilities, resource_set)
+    model.resource_set.field.set_cached_value(document, resource_set)
     return document

@@ -26,7 +26,8 @@ CONTENT_TYPE = "application/xml"
 
 
 def _accepts_gzip(request: HttpRequest) -> bool:
-    return "gzip" in request.headers.get("Accept-Encoding", "").lower()
+    # META, not `request.headers`: that builds a dict of every header on first use.
+    return "gzip" in request.META.get("HTTP_ACCEPT_ENCODING", "").lower()
 
 
 def _send(

@@ -20,7 +20,6 @@ from typing import Any, Generic, NamedTuple, TypeVar
 
 import orjson
 from django.db import connection, models
-from psycopg.types.json import Jsonb  # in the requirements; only PostgreSQL uses it
 
 from .models import Change, Resource
 
@@ -44,9 +43,14 @@ def _sqlite_json(value: Any) -> str:
     return orjson.dumps(value).decode()
 
 
-def _postgres_json(value: Any) -> Any:
-    """A jsonb parameter serialised by orjson (the stored jsonb is the same)."""
-    return Jsonb(value, dumps=orjson.dumps)
+def _postgres_json() -> Adapter:
+    """A jsonb parameter serialised by orjson (the stored jsonb is the same).
+
+    psycopg is imported here, not with the module: only PostgreSQL needs it, and
+    every command (`manage.py harvest` on SQLite, say) imports this module."""
+    from psycopg.types.json import Jsonb
+
+    return lambda value: Jsonb(value, dumps=orjson.dumps)
 
 
 def _adapter(field: models.Field) -> Adapter | None:
@@ -59,7 +63,7 @@ def _adapter(field: models.Field) -> Adapter | None:
         if connection.vendor == "sqlite" and field.encoder is None:
             return _sqlite_json
         if connection.vendor == "postgresql" and field.encoder is None:
-            return _postgres_json
+            return _postgres_json()
         return lambda value: ops.adapt_json_value(value, field.encoder)
     return None
 
