@@ -25,7 +25,14 @@ from sitemaps.protocol.constants import (
     w3c_datetime,
 )
 from sitemaps.protocol.records import ChangeRecord, Link, ResourceRecord
-from sitemaps.protocol.writer import Attributes, DocumentWriter, Entry, render_document
+from sitemaps.protocol.writer import (
+    Attributes,
+    DocumentWriter,
+    Entry,
+    hash_value,
+    render_document,
+    resource_url,
+)
 
 RecordT = TypeVar("RecordT")
 
@@ -156,17 +163,6 @@ def _single_page(header: bytes, footer: bytes, entries: Iterable[bytes], what: s
 # Entries
 
 
-def hash_value(md5: str, sha256: str = "") -> str:
-    """The `hash` attribute: space-separated `algo:hexdigest`, md5 first, as resync writes it."""
-    if md5 and sha256:
-        return f"md5:{md5} sha-256:{sha256}"
-    if md5:
-        return f"md5:{md5}"
-    if sha256:
-        return f"sha-256:{sha256}"
-    return ""
-
-
 def link_attributes(link: Link) -> Attributes:
     """`rs:ln` attributes of a record's link; an empty mime leaves `type` out."""
     return {"rel": link.rel, "href": link.href, "type": link.mime}
@@ -174,11 +170,12 @@ def link_attributes(link: Link) -> Attributes:
 
 def resource_entry(record: ResourceRecord, *, path: str = "") -> bytes:
     """A Resource List entry (or, with `path`, a Resource Dump Manifest entry)."""
-    md5, sha256 = record.md5, record.sha256
+    if not path:
+        return resource_url(record)
     return _URLSET.resource_entry(
         record.uri,
         w3c_datetime(record.lastmod),
-        hash=f"md5:{md5}" if md5 and not sha256 else hash_value(md5, sha256),
+        hash=hash_value(record.md5, record.sha256),
         length=f"{record.length}",
         type=record.mime,
         path=path,
@@ -264,7 +261,7 @@ def build_resource_list(
         _links(("up", capability_list_url), ("index", index_url)),
     )
     page = PageBuilder(header, writer.end(), max_entries=max_entries, max_bytes=max_bytes)
-    return fill_page(page, resources, resource_entry)
+    return fill_page(page, resources, resource_url)
 
 
 @dataclass(frozen=True, slots=True)

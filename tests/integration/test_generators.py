@@ -16,10 +16,11 @@ from django.test import override_settings
 
 from sitemaps import regeneration
 from sitemaps.models import ChangeListPage, IndexDocument, RegenerationState, ResourceListPage
+from sitemaps.protocol.records import Link
 from sitemaps.regeneration import regenerate
 from sitemaps.storage import document_storage
 from sources import tasks
-from sources.events import Event
+from sources.events import Event, LinkData
 from sources.generators import get_generator
 from sources.models import Change, ResourceSet
 from sources.services import ingest_events
@@ -103,6 +104,32 @@ def test_resource_records_carry_the_latest_state(backend):
     assert records["00"].lastmod.tzinfo is not None
     assert records["00"].links[0].rel == "describedby"
     assert records["00"].links[0].href.endswith("g/00.xml")
+
+
+def test_resource_records_carry_every_link_in_order(backend):
+    """No link, one, or several in their order (one without a type)."""
+    generator, resource_set = backend
+    link = event("created", "l/x").links[0]
+    untyped = LinkData(rel="alternate", href_type="url", href_value="http://b/", uri="http://b/")
+    ingest_events(
+        resource_set=resource_set,
+        events=[
+            event("created", "l/none", links=()),
+            event("created", "l/two", links=(link, untyped)),
+        ],
+    )
+    generator.index_pending()
+
+    records = {r.uri.rsplit("/", 1)[1]: r for r in generator.iter_resources(resource_set)}
+
+    assert records["none"].links == ()
+    assert records["two"].links == (
+        Link("describedby", "http://data.example.org/l/x.xml", "application/xml"),
+        Link("alternate", "http://b/", ""),
+    )
+    assert records["00"].links == (
+        Link("describedby", "http://data.example.org/g/00.xml", "application/xml"),
+    )
 
 
 def test_changes_in_a_window_are_inclusive_and_ordered(backend):
