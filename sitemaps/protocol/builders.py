@@ -239,6 +239,27 @@ def _change_order_check(since: datetime, until: datetime | None) -> Callable[[Ch
 # Resource List and its index
 
 
+def resource_list_frame(
+    *,
+    at: datetime,
+    capability_list_url: str,
+    completed: datetime | None = None,
+    index_url: str | None = None,
+) -> tuple[bytes, bytes]:
+    """A Resource List's header (declaration, root, its `rs:md` and links) and footer."""
+    _check_snapshot(at, completed)
+    writer = DocumentWriter("urlset")
+    header = writer.start(
+        {
+            "capability": Capability.RESOURCE_LIST,
+            "at": w3c_datetime(at),
+            "completed": _time(completed),
+        },
+        _links(("up", capability_list_url), ("index", index_url)),
+    )
+    return header, writer.end()
+
+
 def build_resource_list(
     resources: Iterable[ResourceRecord],
     *,
@@ -250,18 +271,42 @@ def build_resource_list(
     max_bytes: int = MAX_DOCUMENT_BYTES,
 ) -> DocumentPage[ResourceRecord]:
     """A Resource List, or one part of it under `index_url`, filled to the limits."""
-    _check_snapshot(at, completed)
-    writer = DocumentWriter("urlset")
-    header = writer.start(
-        {
-            "capability": Capability.RESOURCE_LIST,
-            "at": w3c_datetime(at),
-            "completed": _time(completed),
-        },
-        _links(("up", capability_list_url), ("index", index_url)),
+    header, footer = resource_list_frame(
+        at=at, capability_list_url=capability_list_url, completed=completed, index_url=index_url
     )
-    page = PageBuilder(header, writer.end(), max_entries=max_entries, max_bytes=max_bytes)
+    page = PageBuilder(header, footer, max_entries=max_entries, max_bytes=max_bytes)
     return fill_page(page, resources, resource_url)
+
+
+def build_resource_entries(
+    resources: Iterable[ResourceRecord], *, max_entries: int, max_bytes: int
+) -> DocumentPage[ResourceRecord]:
+    """A run of Resource List entries alone, to be joined into a page with `join_parts`."""
+    return fill_page(
+        PageBuilder(b"", b"", max_entries=max_entries, max_bytes=max_bytes), resources, resource_url
+    )
+
+
+def join_parts(
+    frame: tuple[bytes, bytes],
+    parts: list[DocumentPage[RecordT]],
+    *,
+    max_entries: int,
+    max_bytes: int,
+) -> DocumentPage[RecordT] | None:
+    """One page of consecutive runs of entries inside a (header, footer) frame.
+
+    None when a run stopped on a limit or together they break one: the page
+    is then built whole, where the limits decide where it ends.
+    """
+    header, footer = frame
+    entries = sum(part.entries for part in parts)
+    size = len(header) + len(footer) + sum(len(part.content) for part in parts)
+    if any(part.has_more for part in parts) or entries > max_entries or size > max_bytes:
+        return None
+    last = next((p.last_record for p in reversed(parts) if p.last_record is not None), None)
+    content = b"".join([header, *(part.content for part in parts), footer])
+    return DocumentPage(content=content, entries=entries, last_record=last, has_more=False)
 
 
 @dataclass(frozen=True, slots=True)

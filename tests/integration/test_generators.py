@@ -337,6 +337,52 @@ def test_pages_built_in_forked_workers_equal_pages_built_in_process(
         assert found == documents["database", 1], key
 
 
+@pytest.mark.django_db(transaction=True)
+def test_a_lone_page_built_in_halves_equals_the_page_built_whole(settings, tmp_path, monkeypatch):
+    """One dirty page is built by two forked builders, half its key range each;
+    the document is the one a single build writes, byte for byte."""
+    settings.RESOURCESYNC_GENERATORS = {"default": DATABASE}
+    store_documents_in(settings, tmp_path / "documents")
+    with receivers_muted(events_ingested), receivers_muted(post_save):
+        resource_set = make_set(entries_per_document=10)
+        ingest_events(
+            resource_set=resource_set,
+            events=[event("created", f"h/{n:02d}", datetime=at(n)) for n in range(25)],
+        )
+    monkeypatch.setattr(regeneration, "HALVE_FROM_ENTRIES", 2)
+    build = regeneration.build_resource_entries
+
+    def recording_build(*args, **kwargs):
+        with (tmp_path / "halves").open("a") as log:
+            log.write(f"{os.getpid()}\n")
+        return build(*args, **kwargs)
+
+    monkeypatch.setattr(regeneration, "build_resource_entries", recording_build)
+    documents = {}
+    with mock.patch("django.utils.timezone.now", return_value=at(60)):
+        assert regenerate(resource_set) is not None  # pages of 10, 10 and 5
+        (tmp_path / "halves").write_text("")
+        for cpus in (2, 1):
+            monkeypatch.setattr(os, "cpu_count", lambda cpus=cpus: cpus)
+            with receivers_muted(events_ingested):
+                ingest_events(
+                    resource_set=resource_set,
+                    events=[event("updated", "h/13", version=cpus, datetime=at(30))],
+                )
+            report = regenerate(resource_set)
+            assert report is not None and report.resource_pages_written == [2]
+            documents[cpus] = _documents(resource_set)
+    halves = (tmp_path / "halves").read_text().split()
+    assert len(halves) == 2 and str(os.getpid()) not in halves
+    # The same update both times but for its version, so its hash.
+    two, one = event("updated", "h/13", version=2), event("updated", "h/13", version=1)
+    pages = [name for name in documents[1] if name.startswith("ResourceListPage")]
+    assert len(pages) == 3
+    for name in pages:
+        content = documents[2][name]
+        assert content.replace(two.md5.encode(), one.md5.encode()) == documents[1][name], name
+
+
 def _folder_set(slug: str, root) -> ResourceSet:
     resource_set = make_set("folder", slug)
     resource_set.url_prefix = "http://data.example.org/folder/"
