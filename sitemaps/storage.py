@@ -22,12 +22,15 @@ from typing import BinaryIO
 from django.core.files.base import ContentFile
 from django.core.files.storage import FileSystemStorage, Storage, storages
 from django.utils import timezone
+from isal import igzip
 
 from .models import RetiredDocument
 
 GZIP_SUFFIX = ".gz"
-#: zlib level of the gzip twins: level 1 compresses a 15 MB Resource List page
-#: twice as fast as the default 6, for a file about 15% larger.
+#: ISA-L (`isal.igzip`) level of the gzip twins. On a 15 MB Resource List page
+#: level 1 takes 16 ms against zlib level 1's 71 ms, and its file is 12% smaller
+#: (1.99 against 2.25 MB); its level 0 is as fast but 50% larger. The output is
+#: plain gzip: any client, nginx's gzip_static and Python's `gzip` read it.
 GZIP_LEVEL = 1
 #: End of the temporary name a local write goes through (`.<final name>.<uuid>.partial`).
 PARTIAL_SUFFIX = ".partial"
@@ -58,12 +61,17 @@ def save_document(directory: str, public_name: str, content: bytes) -> tuple[str
     if holds(storage, twin, content, gzipped=True):
         _touch(storage, twin)
     else:
-        _store(storage, twin, gzip.compress(content, GZIP_LEVEL, mtime=0))
+        _store(storage, twin, gzip_twin(content))
     if holds(storage, name, content):
         _touch(storage, name)
     else:
         _store(storage, name, content)
     return name, etag
+
+
+def gzip_twin(content: bytes) -> bytes:
+    """The gzip copy served to clients that accept it (no name, mtime 0: same bytes each time)."""
+    return igzip.compress(content, GZIP_LEVEL, mtime=0)
 
 
 def holds(storage: Storage, name: str, content: bytes, *, gzipped: bool = False) -> bool:

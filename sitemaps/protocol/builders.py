@@ -25,7 +25,14 @@ from sitemaps.protocol.constants import (
     w3c_datetime,
 )
 from sitemaps.protocol.records import ChangeRecord, Link, ResourceRecord
-from sitemaps.protocol.writer import Attributes, DocumentWriter, Entry, render_document
+from sitemaps.protocol.writer import (
+    Attributes,
+    DocumentWriter,
+    Entry,
+    hash_value,
+    render_document,
+    resource_url,
+)
 
 RecordT = TypeVar("RecordT")
 
@@ -166,17 +173,6 @@ def _single_page(header: bytes, footer: bytes, entries: Iterable[bytes], what: s
 # Entries
 
 
-def hash_value(md5: str, sha256: str = "") -> str:
-    """The `hash` attribute: space-separated `algo:hexdigest`, md5 first, as resync writes it."""
-    if md5 and sha256:
-        return f"md5:{md5} sha-256:{sha256}"
-    if md5:
-        return f"md5:{md5}"
-    if sha256:
-        return f"sha-256:{sha256}"
-    return ""
-
-
 def link_attributes(link: Link) -> Attributes:
     """`rs:ln` attributes of a record's link; an empty mime leaves `type` out."""
     return {"rel": link.rel, "href": link.href, "type": link.mime}
@@ -184,11 +180,12 @@ def link_attributes(link: Link) -> Attributes:
 
 def resource_entry(record: ResourceRecord, *, path: str = "") -> bytes:
     """A Resource List entry (or, with `path`, a Resource Dump Manifest entry)."""
-    md5, sha256 = record.md5, record.sha256
+    if not path:
+        return resource_url(record)
     return _URLSET.resource_entry(
         record.uri,
         w3c_datetime(record.lastmod),
-        hash=f"md5:{md5}" if md5 and not sha256 else hash_value(md5, sha256),
+        hash=hash_value(record.md5, record.sha256),
         length=f"{record.length}",
         type=record.mime,
         path=path,
@@ -255,6 +252,27 @@ def _change_order_check(
 # Resource List and its index
 
 
+def resource_list_frame(
+    *,
+    at: datetime,
+    capability_list_url: str,
+    completed: datetime | None = None,
+    index_url: str | None = None,
+) -> tuple[bytes, bytes]:
+    """A Resource List's header (declaration, root, its `rs:md` and links) and footer."""
+    _check_snapshot(at, completed)
+    writer = DocumentWriter("urlset")
+    header = writer.start(
+        {
+            "capability": Capability.RESOURCE_LIST,
+            "at": w3c_datetime(at),
+            "completed": _time(completed),
+        },
+        _links(("up", capability_list_url), ("index", index_url)),
+    )
+    return header, writer.end()
+
+
 def build_resource_list(
     resources: Iterable[ResourceRecord],
     *,
@@ -266,18 +284,42 @@ def build_resource_list(
     max_bytes: int = MAX_DOCUMENT_BYTES,
 ) -> DocumentPage[ResourceRecord]:
     """A Resource List, or one part of it under `index_url`, filled to the limits."""
-    _check_snapshot(at, completed)
-    writer = DocumentWriter("urlset")
-    header = writer.start(
-        {
-            "capability": Capability.RESOURCE_LIST,
-            "at": w3c_datetime(at),
-            "completed": _time(completed),
-        },
-        _links(("up", capability_list_url), ("index", index_url)),
+    header, footer = resource_list_frame(
+        at=at, capability_list_url=capability_list_url, completed=completed, index_url=index_url
     )
-    page = PageBuilder(header, writer.end(), max_entries=max_entries, max_bytes=max_bytes)
-    return fill_page(page, resources, resource_entry)
+    page = PageBuilder(header, footer, max_entries=max_entries, max_bytes=max_bytes)
+    return fill_page(page, resources, resource_url)
+
+
+def build_resource_entries(
+    resources: Iterable[ResourceRecord], *, max_entries: int, max_bytes: int
+) -> DocumentPage[ResourceRecord]:
+    """A run of Resource List entries alone, to be joined into a page with `join_parts`."""
+    return fill_page(
+        PageBuilder(b"", b"", max_entries=max_entries, max_bytes=max_bytes), resources, resource_url
+    )
+
+
+def join_parts(
+    frame: tuple[bytes, bytes],
+    parts: list[DocumentPage[RecordT]],
+    *,
+    max_entries: int,
+    max_bytes: int,
+) -> DocumentPage[RecordT] | None:
+    """One page of consecutive runs of entries inside a (header, footer) frame.
+
+    None when a run stopped on a limit or together they break one: the page
+    is then built whole, where the limits decide where it ends.
+    """
+    header, footer = frame
+    entries = sum(part.entries for part in parts)
+    size = len(header) + len(footer) + sum(len(part.content) for part in parts)
+    if any(part.has_more for part in parts) or entries > max_entries or size > max_bytes:
+        return None
+    last = next((p.last_record for p in reversed(parts) if p.last_record is not None), None)
+    content = b"".join([header, *(part.content for part in parts), footer])
+    return DocumentPage(content=content, entries=entries, last_record=last, has_more=False)
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,10 +16,11 @@ from django.test import override_settings
 
 from sitemaps import regeneration
 from sitemaps.models import ChangeListPage, IndexDocument, RegenerationState, ResourceListPage
+from sitemaps.protocol.records import Link
 from sitemaps.regeneration import regenerate
 from sitemaps.storage import document_storage
 from sources import tasks
-from sources.events import Event
+from sources.events import Event, LinkData
 from sources.generators import get_generator
 from sources.models import Change, ResourceSet
 from sources.services import ingest_events
@@ -103,6 +104,32 @@ def test_resource_records_carry_the_latest_state(backend):
     assert records["00"].lastmod.tzinfo is not None
     assert records["00"].links[0].rel == "describedby"
     assert records["00"].links[0].href.endswith("g/00.xml")
+
+
+def test_resource_records_carry_every_link_in_order(backend):
+    """No link, one, or several in their order (one without a type)."""
+    generator, resource_set = backend
+    link = event("created", "l/x").links[0]
+    untyped = LinkData(rel="alternate", href_type="url", href_value="http://b/", uri="http://b/")
+    ingest_events(
+        resource_set=resource_set,
+        events=[
+            event("created", "l/none", links=()),
+            event("created", "l/two", links=(link, untyped)),
+        ],
+    )
+    generator.index_pending()
+
+    records = {r.uri.rsplit("/", 1)[1]: r for r in generator.iter_resources(resource_set)}
+
+    assert records["none"].links == ()
+    assert records["two"].links == (
+        Link("describedby", "http://data.example.org/l/x.xml", "application/xml"),
+        Link("alternate", "http://b/", ""),
+    )
+    assert records["00"].links == (
+        Link("describedby", "http://data.example.org/g/00.xml", "application/xml"),
+    )
 
 
 def test_changes_in_a_window_are_inclusive_and_ordered(backend):
@@ -308,6 +335,52 @@ def test_pages_built_in_forked_workers_equal_pages_built_in_process(
     assert len(documents["database", 1]) == 3 + 4 + 2
     for key, found in documents.items():
         assert found == documents["database", 1], key
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_lone_page_built_in_halves_equals_the_page_built_whole(settings, tmp_path, monkeypatch):
+    """One dirty page is built by two forked builders, half its key range each;
+    the document is the one a single build writes, byte for byte."""
+    settings.RESOURCESYNC_GENERATORS = {"default": DATABASE}
+    store_documents_in(settings, tmp_path / "documents")
+    with receivers_muted(events_ingested), receivers_muted(post_save):
+        resource_set = make_set(entries_per_document=10)
+        ingest_events(
+            resource_set=resource_set,
+            events=[event("created", f"h/{n:02d}", datetime=at(n)) for n in range(25)],
+        )
+    monkeypatch.setattr(regeneration, "HALVE_FROM_ENTRIES", 2)
+    build = regeneration.build_resource_entries
+
+    def recording_build(*args, **kwargs):
+        with (tmp_path / "halves").open("a") as log:
+            log.write(f"{os.getpid()}\n")
+        return build(*args, **kwargs)
+
+    monkeypatch.setattr(regeneration, "build_resource_entries", recording_build)
+    documents = {}
+    with mock.patch("django.utils.timezone.now", return_value=at(60)):
+        assert regenerate(resource_set) is not None  # pages of 10, 10 and 5
+        (tmp_path / "halves").write_text("")
+        for cpus in (2, 1):
+            monkeypatch.setattr(os, "cpu_count", lambda cpus=cpus: cpus)
+            with receivers_muted(events_ingested):
+                ingest_events(
+                    resource_set=resource_set,
+                    events=[event("updated", "h/13", version=cpus, datetime=at(30))],
+                )
+            report = regenerate(resource_set)
+            assert report is not None and report.resource_pages_written == [2]
+            documents[cpus] = _documents(resource_set)
+    halves = (tmp_path / "halves").read_text().split()
+    assert len(halves) == 2 and str(os.getpid()) not in halves
+    # The same update both times but for its version, so its hash.
+    two, one = event("updated", "h/13", version=2), event("updated", "h/13", version=1)
+    pages = [name for name in documents[1] if name.startswith("ResourceListPage")]
+    assert len(pages) == 3
+    for name in pages:
+        content = documents[2][name]
+        assert content.replace(two.md5.encode(), one.md5.encode()) == documents[1][name], name
 
 
 def _folder_set(slug: str, root) -> ResourceSet:

@@ -143,6 +143,19 @@ def test_a_whole_version_is_reused_as_it_is(documents):
     assert version_path(documents, name).stat().st_ino == before
 
 
+def test_the_gzip_twin_is_plain_gzip_and_the_same_bytes_each_time(documents):
+    """Any client's gzip reads it; with no name or time in its header, a rebuilt page
+    gets the very same twin (what the `.gz` a cache or `gzip_static` serves depends on)."""
+    name, _ = save_document("acme/articles", "resourcelist-1.xml", CONTENT)
+    twin = version_path(documents, name + GZIP_SUFFIX).read_bytes()
+
+    assert gzip.decompress(twin) == CONTENT
+    assert twin[:2] == b"\x1f\x8b" and twin[3] & 0x08 == 0  # gzip, no file name
+    assert twin[4:8] == b"\0\0\0\0"  # mtime 0
+    assert stored.gzip_twin(CONTENT) == twin
+    assert len(twin) < len(CONTENT) // 20
+
+
 def test_stored_files_follow_the_umask_so_a_web_server_can_read_them(documents):
     name, _ = save_document("acme/articles", "changelist-1.xml", CONTENT)
     for path in (version_path(documents, name), version_path(documents, name + GZIP_SUFFIX)):

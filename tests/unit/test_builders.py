@@ -33,12 +33,15 @@ from sitemaps.protocol.builders import (
     build_change_notification,
     build_resource_dump,
     build_resource_dump_manifest,
+    build_resource_entries,
     build_resource_list,
     build_resource_list_index,
     build_source_description,
     change_entry,
     change_list_entries,
+    join_parts,
     resource_entry,
+    resource_list_frame,
 )
 from sitemaps.protocol.constants import (
     MAX_DOCUMENT_BYTES,
@@ -767,3 +770,33 @@ def test_an_appended_change_list_stops_at_the_limits() -> None:
         append_change_list(kept, 3, _hour_changes(range(1, 2)), **common)
     with pytest.raises(ValueError, match="not a whole urlset"):
         change_list_entries(first.content[:-1])
+
+
+def test_a_page_joined_from_parts_is_the_page_built_whole() -> None:
+    records = [resource(key) for key in range(1, 8)]
+    at = utc(2013, 1, 3)
+    frame = resource_list_frame(at=at, capability_list_url=CAPABILITY_LIST)
+    parts = [
+        build_resource_entries(records[:3], max_entries=7, max_bytes=10_000),
+        build_resource_entries(records[3:], max_entries=7, max_bytes=10_000),
+    ]
+
+    joined = join_parts(frame, parts, max_entries=7, max_bytes=10_000)
+
+    whole = build_resource_list(records, at=at, capability_list_url=CAPABILITY_LIST, max_entries=7)
+    assert joined == whole
+    assert joined is not None and joined.last_record == records[-1]
+
+
+@pytest.mark.parametrize(("max_entries", "max_bytes"), [(6, 10_000), (7, 1_456), (3, 10_000)])
+def test_parts_that_break_a_limit_together_are_not_joined(max_entries: int, max_bytes: int) -> None:
+    """The page is then built whole, where the limits decide where it ends (it is 1,457
+    bytes; with 3 entries a page, the second part stops on the limit)."""
+    records = [resource(key) for key in range(1, 8)]
+    frame = resource_list_frame(at=utc(2013, 1, 3), capability_list_url=CAPABILITY_LIST)
+    parts = [
+        build_resource_entries(records[:3], max_entries=max_entries, max_bytes=max_bytes),
+        build_resource_entries(records[3:], max_entries=max_entries, max_bytes=max_bytes),
+    ]
+
+    assert join_parts(frame, parts, max_entries=max_entries, max_bytes=max_bytes) is None

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import random
 from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
 
 import pytest
 from lxml import etree
 
-from sitemaps.protocol.constants import RS_NS, SITEMAP_NS
+from sitemaps.protocol.constants import RS_NS, SITEMAP_NS, w3c_datetime
+from sitemaps.protocol.records import Link, ResourceRecord
 from sitemaps.protocol.writer import (
     LN_ATTRIBUTES,
     MD_ATTRIBUTES,
@@ -18,6 +20,7 @@ from sitemaps.protocol.writer import (
     escape_attribute,
     escape_text,
     render_document,
+    resource_url,
 )
 
 S = f"{{{SITEMAP_NS}}}"
@@ -251,6 +254,82 @@ def test_plain_resource_entry_is_the_same_as_entry() -> None:
         [{"rel": link[0], "href": link[1], "type": link[2]}],
     )
     assert fast == (
+        b"<url><loc>http://example.com/res1</loc><lastmod>2013-01-02T13:00:00Z</lastmod>"
+        b'<rs:md hash="md5:1584abdf8ebdc9802ac0c6a7402c03b6" length="8876" type="text/html"/>'
+        b'<rs:ln rel="describedby" href="http://example.com/res1.xml" type="application/xml"/>'
+        b"</url>"
+    )
+
+
+# `resource_url()`, a record's Resource List entry in one call, gives `resource_entry()`'s bytes.
+
+
+def hostile_record(rng: random.Random) -> ResourceRecord:
+    """A record whose every text field is plain, empty or hostile, with 0 to 3 links."""
+
+    def text(plain: str) -> str:
+        return rng.choice([plain, plain, "", hostile_value(rng)])
+
+    links = tuple(
+        Link(text("describedby"), text("http://example.com/r.xml"), text("application/xml"))
+        for _ in range(rng.randint(0, 3))
+    )
+    return ResourceRecord(
+        key=1,
+        uri=rng.choice(["http://example.com/r?a=1", hostile_value(rng)]),
+        lastmod=datetime(2013, 1, 2, 13, 0, rng.choice([0, 5]), rng.choice([0, 120]), tzinfo=UTC),
+        length=rng.choice([0, 8876]),
+        md5=text("1584abdf8ebdc9802ac0c6a7402c03b6"),
+        mime=text("text/html"),
+        sha256=rng.choice(["", "", "a" * 64]),
+        links=links,
+    )
+
+
+def written_by_resource_entry(record: ResourceRecord) -> bytes:
+    """The entry as the general `resource_entry()` writes it (escaping, or raising)."""
+    hashes = []
+    if record.md5:
+        hashes.append(f"md5:{record.md5}")
+    if record.sha256:
+        hashes.append(f"sha-256:{record.sha256}")
+    return DocumentWriter("urlset").resource_entry(
+        record.uri,
+        w3c_datetime(record.lastmod),
+        hash=" ".join(hashes),
+        length=str(record.length),
+        type=record.mime,
+        links=record.links,
+    )
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_resource_url_writes_what_resource_entry_writes(seed: int) -> None:
+    rng = random.Random(seed)
+    for _ in range(200):
+        record = hostile_record(rng)
+        try:
+            expected = written_by_resource_entry(record)
+        except ValueError as refused:
+            with pytest.raises(ValueError, match=str(refused)[:20]):
+                resource_url(record)
+            continue
+
+        assert resource_url(record) == expected
+
+
+def test_resource_url_of_the_usual_record() -> None:
+    record = ResourceRecord(
+        key=1,
+        uri="http://example.com/res1",
+        lastmod=datetime(2013, 1, 2, 13, 0, tzinfo=UTC),
+        length=8876,
+        md5="1584abdf8ebdc9802ac0c6a7402c03b6",
+        mime="text/html",
+        links=(Link("describedby", "http://example.com/res1.xml", "application/xml"),),
+    )
+
+    assert resource_url(record) == (
         b"<url><loc>http://example.com/res1</loc><lastmod>2013-01-02T13:00:00Z</lastmod>"
         b'<rs:md hash="md5:1584abdf8ebdc9802ac0c6a7402c03b6" length="8876" type="text/html"/>'
         b'<rs:ln rel="describedby" href="http://example.com/res1.xml" type="application/xml"/>'
