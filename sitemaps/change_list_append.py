@@ -10,7 +10,9 @@ gives the bytes a full rewrite would, so the run rewrites the list instead when:
 - the previous version is missing, unreadable, or not the row's (size, hash),
   or was written before its append base was recorded (older code);
 - the set's URIs were resolved with another url_prefix or resource_root_dir
-  since (`sources.re_resolve` moves the open list's rows in place);
+  since (`sources.re_resolve` moves the open list's rows in place), or the
+  previous version holds a row read past its run's watermark (a mirror may
+  have shown it as it was before the move);
 - the change log's rows of the list, up to the greatest id in the result,
   outnumber its entries: a change that sorts before the last entry (an event
   dated earlier) or that the mirror did not show last time;

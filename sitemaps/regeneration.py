@@ -240,13 +240,15 @@ class RegenerationRun:
         ).get(pk=held.state_pk)
         self.generator = get_generator()
         self.capabilities = resource_set.capabilities
+        # Before the watermark: a row moved since is either past it or in a version
+        # recorded with the url_prefix it left (sitemaps.change_list_append).
+        self.resolved_with = change_list_append.resolved_with(resource_set)
         self.watermark = change_watermark(resource_set, self.generator)
         self.at = self.snapshot_time()
         self.report = RegenerationReport(through_change_id=self.watermark)
         self.capability_list_url = links.capability_list_url(resource_set)
         self.directory = resource_set.path
         self.max_bytes = settings.RESOURCESYNC_MAX_DOCUMENT_BYTES
-        self.resolved_with = ""  # set by change_lists(), before it reads any row
 
     def run(self) -> RegenerationReport:
         forking.map_large_buffers()  # pages are built here too, not only in forked builders
@@ -578,8 +580,6 @@ class RegenerationRun:
     # Change Lists
 
     def change_lists(self) -> None:
-        # Before any row is read: a version records what its URIs were resolved with.
-        self.resolved_with = change_list_append.resolved_with(self.resource_set)
         pages = list(ChangeListPage.objects.filter(resource_set=self.resource_set))
         if not pages:
             pages = [self.first_change_list()]
@@ -688,7 +688,10 @@ class RegenerationRun:
             timezone.now(),
         )
         page.last_key, page.last_datetime = built.last_key, built.last_datetime
-        page.max_key, page.resolved_with = built.max_key, self.resolved_with
+        # A row past the watermark may be a mirror's copy from before a url_prefix
+        # change (re-indexed later): then the next version is not grown from this one.
+        settled = built.max_key is None or built.max_key <= self.watermark
+        page.max_key, page.resolved_with = built.max_key, self.resolved_with if settled else ""
         self.point_at(page, name, etag)
         self.report.change_pages_written.append(page.number)
 

@@ -24,7 +24,7 @@ from sources.services import ingest_events
 from sources.signals import events_ingested, receivers_muted
 
 from ..support import NS, assert_valid, event, make_set, store_documents_in
-from .test_re_resolve import MOVED, FileSet
+from .test_re_resolve import MOVED, FileSet, url_event
 
 pytestmark = pytest.mark.django_db
 #: Within the first list's rotation period, which starts at the earliest change.
@@ -183,4 +183,35 @@ def test_moved_uris_are_rewritten_before_the_full_run_comes(
 
     content = open_list()[1]
     assert locs(content) == [MOVED + "a.txt", MOVED + "b.txt", MOVED + "c.txt"]
+    assert rewritten() == content
+
+
+def test_a_list_read_while_the_mirror_held_old_uris_is_not_appended_to(
+    tmp_path, use_elasticsearch, django_capture_on_commit_callbacks
+):
+    """A run between a url_prefix change and the mirror's re-indexing reads the moved
+    rows' old URIs from the mirror: the runs after it, before the full run comes,
+    must not keep them."""
+    files = FileSet(tmp_path / "files", changelist_rotation=timedelta(days=1))
+    files.post([url_event("http://elsewhere.example.com/a")], django_capture_on_commit_callbacks)
+    with receivers_muted(events_ingested):  # published by no run yet
+        ingest_events(
+            resource_set=files.resource_set,
+            events=[
+                url_event("http://elsewhere.example.com/a", "deleted"),
+                url_event("http://elsewhere.example.com/b"),
+                files.write("c.txt"),
+            ],
+        )
+    get_generator().index_pending()
+    with django_capture_on_commit_callbacks(execute=False):  # no full run queued
+        files.resource_set.url_prefix = MOVED
+        files.resource_set.save()
+    assert regenerate(files.resource_set)  # the mirror still shows c.txt's old URI
+    get_generator().index_pending()
+
+    files.post([url_event("http://elsewhere.example.com/d")], django_capture_on_commit_callbacks)
+
+    content = open_list()[1]
+    assert MOVED + "c.txt" in locs(content)
     assert rewritten() == content
