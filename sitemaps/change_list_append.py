@@ -72,13 +72,19 @@ class BuiltChangeList:
         return cls(page, last.key, last.datetime, tracker.max_key)
 
 
+#: Bump when `change_entry` renders an entry differently: open lists written
+#: before then are rewritten once instead of keeping old-format entries.
+ENTRY_FORMAT = "1"
+
+
 def resolved_with(resource_set: ResourceSet) -> str:
-    """A digest of the url_prefix and resource_root_dir the set's URIs are resolved with now."""
+    """A digest of what the kept entries depend on: the entry format, and the
+    url_prefix and resource_root_dir the set's URIs are resolved with now."""
     current = ResourceSet.objects.filter(pk=resource_set.pk).values_list(
         "url_prefix", "resource_root_dir"
     )
     url_prefix, root = current.get()
-    return hashlib.sha256(f"{url_prefix}\n{root}".encode()).hexdigest()[:32]
+    return hashlib.sha256(f"{ENTRY_FORMAT}\n{url_prefix}\n{root}".encode()).hexdigest()[:32]
 
 
 def append(

@@ -56,8 +56,10 @@ def map_large_buffers() -> None:
     ones came from the heap, where small objects then pinned the freed space.
     A full run of 100,000 kept 25-45 MiB more than it used (bench/README.md).
     Fixed at its default, the threshold no longer grows. It is set in the
-    process, so forked builders inherit it; elsewhere than glibc, nothing.
+    process, so forked builders inherit it; elsewhere than Linux's glibc, nothing.
     """
+    if not sys.platform.startswith("linux"):
+        return
     mallopt = getattr(ctypes.CDLL(None), "mallopt", None)
     if mallopt is not None:
         mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES)

@@ -16,6 +16,7 @@ from unittest import mock
 import pytest
 from lxml import etree
 
+from sitemaps import change_list_append
 from sitemaps.models import ChangeListPage
 from sitemaps.regeneration import RegenerationRun, regenerate
 from sitemaps.storage import GZIP_SUFFIX, document_storage
@@ -145,6 +146,19 @@ def test_without_a_usable_previous_version_the_list_is_rewritten(backend, previo
     content = open_list()[1]
     assert [loc.rsplit("/", 1)[1] for loc in locs(content)] == ["0", "1", "2", "3"]
     assert rewritten() == content
+
+
+def test_entries_of_an_older_entry_format_are_rendered_again(backend, monkeypatch):
+    resource_set = make_set(changelist_rotation=timedelta(days=1))
+    post(resource_set, [0, 1])
+    assert regenerate(resource_set)
+    monkeypatch.setattr(change_list_append, "ENTRY_FORMAT", "a later one")
+    post(resource_set, [2])
+
+    reads = appending_reads(resource_set)
+
+    assert len(reads) == 1 and reads[0].get("after") is None  # every change read again
+    assert [loc.rsplit("/", 1)[1] for loc in locs(open_list()[1])] == ["0", "1", "2"]
 
 
 @pytest.mark.parametrize("crash_in", ["point_at", "write_change_index"])
