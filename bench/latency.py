@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import statistics
 import subprocess
 import time
@@ -28,14 +27,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from harvest import free_port
+
 REPO = Path(__file__).resolve().parent.parent
 SCRIPT = REPO / "scripts" / "toxiproxy.sh"
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def api(port: int, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
