@@ -1,14 +1,17 @@
 """Time Resource Dumps: building them, one update, and a harvester baseline from them.
 
     .venv/bin/python bench/dumps.py [--small 100000] [--large 1000]
+        [--rtt-ms 25] [--rtt-size 10000] [--postgres URL]
         [--server auto|nginx|python] [--output FILE] [--keep]
 
-Everything lives in a fresh folder under bench/work/ (git-ignored): a SQLite
-database, the document storage, the published tree and the files. Two sets
-publish a Resource List and a Resource Dump of real files under their
-resource roots: `--small` files of 100 to 1,100 bytes and `--large` files of
-1 MiB, loaded through the ingestion service (one transaction, one
-regeneration of the lists). Then, per set, timed in this process:
+Everything lives in a fresh folder under bench/work/ (git-ignored): the
+database (a SQLite file there, or with `--postgres` a fresh database on that
+server, dropped after the run), the document storage, the published tree and
+the files. Two sets publish a Resource List and a Resource Dump of real files
+under their resource roots: `--small` files of 100 to 1,100 bytes and
+`--large` files of 1 MiB, loaded through the ingestion service (one
+transaction, one regeneration of the lists). Then, per set, timed in this
+process:
 
 - build: the first regeneration with the dump turned on (every package
   written from the files, each checked against its record): seconds, MB/s
@@ -27,14 +30,20 @@ harvest.py does: the published tree and the files under one root, the
 Capability List written there) and all its resources are harvested three
 ways, each its own process: our harvester's baseline from the Resource
 Dump, our harvester's baseline from the Resource List (`use_dumps: false`),
-and `resync-sync --baseline`. Each destination must hold exactly the files,
-a sample byte-identical. Goal: the dump
-baseline at least 10 times the list baseline.
+and `resync-sync --baseline`, ours with its default concurrency. Each
+destination must hold exactly the files, a sample byte-identical.
+
+With `--rtt-ms N`, the three harvests run again through toxiproxy (see
+bench/latency.py: N/2 ms on each request and N/2 ms on each answer), on a
+third set of `--rtt-size` small files whose documents name the proxy. Goal:
+the dump baseline at least 10 times the list baseline; with an RTT it is
+judged on the run through the proxy, the local figures stay beside it.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as dt
 import hashlib
 import os
@@ -51,11 +60,12 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import row
+from common import add_database_argument, database_name, database_url, row
 from harvest import (
     BenchFailure,
     SourceFile,
     check,
+    harvest_summary,
     harvester_env,
     run_in_work_folder,
     run_process,
@@ -64,6 +74,7 @@ from harvest import (
     verify,
 )
 from harvest import content as small_content
+from latency import latency_proxy, measured_rtt_ms
 
 REPO = Path(__file__).resolve().parent.parent
 PYTHON = Path(sys.executable)  # the venv running the bench (a worktree may have no .venv)
@@ -279,16 +290,22 @@ def run_harvester(
     config = work / f"{name}.yaml"
     config.write_text(
         f"capability_list_url: {capability_list}\ndestination: {destination}\n"
-        f"use_dumps: {'true' if use_dumps else 'false'}\nconcurrency: 4\ntimeout: 60\nretries: 2\n"
-    )
+        f"use_dumps: {'true' if use_dumps else 'false'}\ntimeout: 60\nretries: 2\n"
+    )  # no concurrency: the harvester's default (HarvestConfig.concurrency)
     command = [str(PYTHON), "manage.py", "harvest", str(config), "--baseline"]
     figures = run_process(command, cwd=REPO, env=harvester_env(work), log=work / f"{name}.log")
+    figures.update(harvest_summary(figures))
     return figures, destination
 
 
 def harvest_three_ways(
     resource_set, site: Path, base_url: str, work: Path, files: list[SourceFile]
-):
+) -> dict[str, Any]:
+    """Our harvester from the dump and from the list, then resync-sync, all from `base_url`.
+
+    Each destination is checked, then removed (the next run, or the run
+    through the proxy, starts from nothing and the disk does not fill up).
+    """
     from sitemaps.descriptions import capability_list
 
     folder = site / "resourcesync" / resource_set.provider.slug / resource_set.slug
@@ -298,29 +315,38 @@ def harvest_three_ways(
         SourceFile(f"files/{resource_set.slug}/{f.path}", f.length, f.md5, f.sha256) for f in files
     ]
     host_folder = base_url.removeprefix("http://").replace(":", "_")
-    results: dict[str, Any] = {}
+    results: dict[str, Any] = {"files": len(files), "base_url": base_url}
     for name, use_dumps in (("dump", True), ("list", False)):
         say(f"harvester baseline from the Resource {'Dump' if use_dumps else 'List'} ...")
-        figures, destination = run_harvester(name, url, work, use_dumps)
-        figures.update(verify(name, figures, destination / host_folder, served, site, 500))
-        figures["resources_per_second"] = round(len(files) / figures["seconds"], 1)
-        results[name] = figures
-        say(f"{figures['seconds']} s, {figures['resources_per_second']}/s")
+        figures, destination = run_harvester(f"{resource_set.slug}-{name}", url, work, use_dumps)
+        results[name] = checked_run(name, figures, destination / host_folder, served, site)
+        shutil.rmtree(destination, ignore_errors=True)
     say("resync-sync --baseline ...")
     figures, destination = run_resync(url, base_url, work, 60)
-    figures.update(verify("resync", figures, destination, served, site, 500))
-    figures["resources_per_second"] = round(len(files) / figures["seconds"], 1)
-    results["resync"] = figures
-    say(f"{figures['seconds']} s, {figures['resources_per_second']}/s")
-    results["floor"] = creation_floor(files, work)
-    say(f"file-creation floor: {results['floor']}")
-    results["dump_vs_list"] = round(
-        results["dump"]["resources_per_second"] / results["list"]["resources_per_second"], 1
-    )
-    results["dump_vs_resync"] = round(
-        results["dump"]["resources_per_second"] / results["resync"]["resources_per_second"], 1
-    )
+    results["resync"] = checked_run("resync", figures, destination, served, site)
+    shutil.rmtree(destination, ignore_errors=True)
+    shutil.rmtree(work / "resync-cwd", ignore_errors=True)
+    dump = results["dump"]
+    for other in ("list", "resync"):
+        results[f"dump_vs_{other}"] = round(
+            dump["resources_per_second"] / results[other]["resources_per_second"], 1
+        )
+    if dump.get("harvest_seconds") and results["list"].get("harvest_seconds"):
+        results["dump_vs_list_harvest_only"] = round(
+            results["list"]["harvest_seconds"] / dump["harvest_seconds"], 1
+        )
     return results
+
+
+def checked_run(
+    name: str, figures: dict[str, Any], copies: Path, served: list[SourceFile], site: Path
+) -> dict[str, Any]:
+    figures.update(verify(name, figures, copies, served, site, 500))
+    figures["resources_per_second"] = round(len(served) / figures["seconds"], 1)
+    if figures.get("harvest_seconds"):  # ours: the harvest without the process's start
+        figures["harvest_resources_per_second"] = round(len(served) / figures["harvest_seconds"], 1)
+    say(f"{figures['seconds']} s, {figures['resources_per_second']}/s ({figures.get('summary')})")
+    return figures
 
 
 def creation_floor(files: list[SourceFile], work: Path) -> dict[str, Any]:
@@ -355,11 +381,11 @@ def creation_floor(files: list[SourceFile], work: Path) -> dict[str, Any]:
 # Main
 
 
-def configure(work: Path, site: Path, base_url: str) -> None:
+def configure(work: Path, site: Path, base_url: str, database: str) -> None:
     os.environ.update(
         DJANGO_SETTINGS_MODULE="resourcesync_portal.settings",
         DATA_DIR=str(work / "portal"),
-        DATABASE_URL=f"sqlite:///{work / 'db.sqlite3'}",
+        DATABASE_URL=database,
         PUBLIC_BASE_URL=base_url,
         RESOURCESYNC_PUBLISHED_DIR=str(site),
     )
@@ -377,7 +403,8 @@ def configure(work: Path, site: Path, base_url: str) -> None:
     call_command("migrate", verbosity=0, interactive=False)
 
 
-def one_set(slug: str, count: int, make, site: Path, base_url: str) -> tuple[Any, list, dict]:
+def new_set(slug: str, count: int, make, site: Path, base_url: str) -> tuple[Any, Path, list]:
+    """A set of `count` files under site/files/<slug>, ingested, its lists written."""
     root = site / "files" / slug
     root.mkdir(parents=True)
     url_prefix = f"{base_url}/files/{slug}/"
@@ -386,6 +413,11 @@ def one_set(slug: str, count: int, make, site: Path, base_url: str) -> tuple[Any
     events, files = write_files(root, count, make, url_prefix)
     load(resource_set, events)
     say(f"{slug}: {count:,} files written and ingested in {time.perf_counter() - started:.1f} s")
+    return resource_set, root, files
+
+
+def one_set(slug: str, count: int, make, site: Path, base_url: str) -> tuple[Any, list, dict]:
+    resource_set, root, files = new_set(slug, count, make, site, base_url)
     figures = {"files": count, "plain_zip": plain_zip(root, files, site.parent)}
     say(f"{slug}: baseline, zipfile alone: {figures['plain_zip']}")
     figures["build"] = build(resource_set, files)
@@ -396,23 +428,68 @@ def one_set(slug: str, count: int, make, site: Path, base_url: str) -> tuple[Any
     return resource_set, files, figures
 
 
+def default_concurrency() -> int:
+    """The harvester's default download threads: the bench's configs leave it unset."""
+    from harvester.config import HarvestConfig
+
+    return next(f.default for f in dataclasses.fields(HarvestConfig) if f.name == "concurrency")
+
+
+def harvest_with_latency(
+    args: argparse.Namespace, site: Path, server_url: str, work: Path
+) -> dict[str, Any]:
+    """The three harvests again, through toxiproxy with the round-trip time, on their own set.
+
+    The set (`--rtt-size` small files, the first ones of the small set's
+    content) is written, and its dump built, with PUBLIC_BASE_URL naming the
+    proxy, so every document, package and file the harvesters fetch comes
+    through it.
+    """
+    from django.test import override_settings
+
+    port = int(server_url.rpartition(":")[2])
+    with (
+        latency_proxy(port, args.rtt_ms) as proxy,
+        override_settings(PUBLIC_BASE_URL=proxy["base_url"]),
+    ):
+        say(f"through toxiproxy at {proxy['base_url']}, RTT {args.rtt_ms} ms ({proxy['toxics']})")
+        resource_set, _, files = new_set(
+            "rtt", args.rtt_size, small_content, site, proxy["base_url"]
+        )
+        proxy["dump_build"] = build(resource_set, files)
+        proxy["measured_get_ms"] = measured_rtt_ms(proxy["base_url"], "/files/rtt/0000/0000000.bin")
+        say(f"one GET through the proxy: {proxy['measured_get_ms']} ms")
+        check(proxy["measured_get_ms"] >= args.rtt_ms, "the proxy adds less than the RTT")
+        proxy.update(harvest_three_ways(resource_set, site, proxy["base_url"], work, files))
+    return proxy
+
+
 def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     site = work / "site"
     site.mkdir()
     results: dict[str, Any] = {
-        "small": args.small, "large": args.large,
+        "small": args.small, "large": args.large, "rtt_ms": args.rtt_ms,
+        "rtt_size": args.rtt_size, "database_engine": database_name(args.postgres),
         "started": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "machine": {"cpus": os.cpu_count(), "load_at_start": list(os.getloadavg())},
     }  # fmt: skip
-    with static_server(args.server, site, work) as server:
+    with (
+        static_server(args.server, site, work) as server,
+        database_url(work, args.postgres, "dumps", keep=args.keep) as database,
+    ):
         base_url = server.pop("base_url")
         results["server"] = server
-        configure(work, site, base_url)
+        configure(work, site, base_url, database)
+        results["concurrency"] = default_concurrency()
         small_set, small_files, results["small_set"] = one_set(
             "small", args.small, small_content, site, base_url
         )
         _, _, results["large_set"] = one_set("large", args.large, large_content, site, base_url)
         results["harvest"] = harvest_three_ways(small_set, site, base_url, work, small_files)
+        results["harvest"]["floor"] = creation_floor(small_files, work)
+        say(f"file-creation floor: {results['harvest']['floor']}")
+        if args.rtt_ms:
+            results["latency"] = harvest_with_latency(args, site, base_url, work)
     results["finished"] = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     results["rows"] = rows(results)
     return results
@@ -421,24 +498,29 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
 def rows(results: dict[str, Any]) -> list[dict[str, Any]]:
     table = []
     for key, label in (("small_set", "small files (0.1-1.1 KB)"), ("large_set", "files of 1 MiB")):
-        figures = results[key]
-        build_figures, update = figures["build"], figures["update"]
-        plain = figures["plain_zip"]
-        table.append(row(
+        table += dump_rows(results[key], label)
+    table += harvest_rows(results)
+    return table
+
+
+def dump_rows(figures: dict[str, Any], label: str) -> list[dict[str, Any]]:
+    build_figures, update, plain = figures["build"], figures["update"], figures["plain_zip"]
+    return [
+        row(
             "13", f"Resource Dump of {figures['files']:,} {label}: build",
             "", f"{build_figures['seconds']:.1f} s, {build_figures['mb_per_second']} MB/s, "
             f"{build_figures['files_per_second']:,.0f} files/s, "
             f"{build_figures['packages']} packages",
             baseline=f"zipfile alone {plain['seconds']:.1f} s ({plain['mb_per_second']} MB/s)",
             ratio=build_figures["seconds"] / plain["seconds"],
-        ))  # fmt: skip
-        table.append(row(
+        ),
+        row(
             "13", f"Resource Dump of {figures['files']:,} {label}: peak RSS",
             "flat (≤ 512 MiB)", f"{build_figures['peak_rss_mib']:.0f} MiB",
             baseline=f"zipfile alone {plain['peak_rss_mib']:.0f} MiB",
             met=build_figures["peak_rss_mib"] <= 512,
-        ))  # fmt: skip
-        table.append(row(
+        ),
+        row(
             "13", f"Resource Dump of {figures['files']:,} {label}: one update",
             "exactly 1 package rebuilt",
             f"packages {update['packages_rebuilt']} in {update['dump_step_seconds']:.2f} s "
@@ -446,20 +528,47 @@ def rows(results: dict[str, Any]) -> list[dict[str, Any]]:
             baseline=f"full build {build_figures['seconds']:.1f} s",
             ratio=update["dump_step_seconds"] / build_figures["seconds"],
             met=len(update["packages_rebuilt"]) == 1,
+        ),
+    ]  # fmt: skip
+
+
+GOAL = "≥ 10x the Resource List baseline"
+
+
+def harvest_rows(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """The goal is judged with the RTT when one was given; the local figure stays beside it."""
+    local = results["harvest"]
+    latency = results.get("latency")
+    rows = [
+        row(
+            "13", f"Harvester baseline from the Resource Dump, {local['files']:,} small files, "
+            "no network latency (local nginx)",
+            "" if latency else GOAL, rates(local)[0],
+            baseline=rates(local)[1] + f"; creating the files alone "
+            f"{local['floor']['files_per_second']:,.0f}/s",
+            ratio=local["dump_vs_list"], met=None if latency else local["dump_vs_list"] >= 10,
+        )
+    ]  # fmt: skip
+    if latency:
+        rows.append(row(
+            "13", f"Harvester baseline from the Resource Dump, {latency['files']:,} small files, "
+            f"{results['rtt_ms']} ms RTT (toxiproxy), concurrency {results['concurrency']}",
+            GOAL, rates(latency)[0],
+            baseline=rates(latency)[1] + f"; at 0 ms ({local['files']:,} files) dump/list "
+            f"{local['dump_vs_list']}x",
+            ratio=latency["dump_vs_list"], met=latency["dump_vs_list"] >= 10,
         ))  # fmt: skip
-    harvest = results["harvest"]
+    return rows
+
+
+def rates(harvest: dict[str, Any]) -> tuple[str, str]:
+    """What the row measures (the dump) and its baselines (the list, resync-sync)."""
     dump, listing, resync = harvest["dump"], harvest["list"], harvest["resync"]
-    table.append(row(
-        "13", f"Harvester baseline from the Resource Dump, {results['small']:,} small files",
-        "≥ 10x the Resource List baseline",
+    return (
         f"{dump['resources_per_second']:,.0f} resources/s ({dump['seconds']:.1f} s)",
-        baseline=f"list {listing['resources_per_second']:,.0f}/s; resync-sync "
-        f"{resync['resources_per_second']:,.0f}/s; creating the files alone "
-        f"{harvest['floor']['files_per_second']:,.0f}/s",
-        ratio=harvest["dump_vs_list"],
-        met=harvest["dump_vs_list"] >= 10,
-    ))  # fmt: skip
-    return table
+        f"list {listing['resources_per_second']:,.0f}/s ({listing['seconds']:.1f} s); "
+        f"resync-sync {resync['resources_per_second']:,.0f}/s ({resync['seconds']:.1f} s)",
+    )
 
 
 def summary(results: dict[str, Any]) -> Iterator[str]:
@@ -473,10 +582,20 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--large", type=int, default=1_000, help="files of 1 MiB (1,000)")
     parser.add_argument("--server", choices=("auto", "nginx", "python"), default="auto")
     parser.add_argument("--output", type=Path, help="results JSON (bench/results/dumps-...)")
+    parser.add_argument(
+        "--rtt-ms", type=int, default=0, metavar="N",
+        help="also harvest through toxiproxy with this round-trip time (0: not)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--rtt-size", type=int, default=10_000, help="small files harvested with the RTT (10,000)"
+    )
     parser.add_argument("--keep", action="store_true", help="keep the work folder")
+    add_database_argument(parser)
     args = parser.parse_args(argv)
-    if args.small < 10 or args.large < 2:
-        parser.error("--small must be at least 10 and --large at least 2")
+    if args.small < 10 or args.large < 2 or args.rtt_size < 10:
+        parser.error("--small and --rtt-size must be at least 10, --large at least 2")
+    if args.rtt_ms < 0:
+        parser.error("--rtt-ms must be 0 or more")
     return args
 
 

@@ -304,12 +304,16 @@ def run_ours(
     command = [str(PYTHON), "manage.py", "harvest", str(config), "--baseline"]
     figures = run_process(command, cwd=REPO, env=harvester_env(work), log=work / f"{name}.log")
     figures["concurrency"] = concurrency
-    # The command's own summary times the harvest without the interpreter's and Django's start.
+    figures.update(harvest_summary(figures))
+    return figures, destination
+
+
+def harvest_summary(figures: dict[str, Any]) -> dict[str, Any]:
+    """The command's own summary line, which times the harvest without the start of the
+    interpreter and Django."""
     summary = next((line for line in figures["log_tail"] if line.startswith("baseline:")), "")
     timed = re.search(r" in ([0-9.]+) s$", summary)
-    figures["summary"] = summary
-    figures["harvest_seconds"] = float(timed.group(1)) if timed else None
-    return figures, destination
+    return {"summary": summary, "harvest_seconds": float(timed.group(1)) if timed else None}
 
 
 def run_resync(

@@ -93,9 +93,11 @@ def benchmarks() -> list[Benchmark]:
             "harvest", "harvest.py", ["--size", "100000", "--resync-size", "10000"],
             ["--size", "2000", "--resync-size", "500"],
         ),
-        Benchmark(  # SQLite only until dumps.py takes --postgres (common.database_url)
-            "dumps", "dumps.py", ["--small", "100000", "--large", "1000"],
-            ["--small", "2000", "--large", "20"],
+        Benchmark(  # the harvests again through toxiproxy at a same-continent RTT
+            "dumps", "dumps.py",
+            ["--small", "100000", "--large", "1000", "--rtt-ms", "25", "--rtt-size", "10000"],
+            ["--small", "2000", "--large", "20", "--rtt-ms", "5", "--rtt-size", "200"],
+            per_database=True,
         ),
         Benchmark("scan", "scan.py", ["--size", "100000"], ["--size", "2000"], per_database=True),
     ]  # fmt: skip
