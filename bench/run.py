@@ -85,9 +85,9 @@ def benchmarks() -> list[Benchmark]:
             ["--size", "10000", "--duration", "2", "--rounds", "1"], services=True,
             per_database=True,
         ),
-        Benchmark(  # SQLite only until notifications.py passes --postgres to its Portal
+        Benchmark(
             "notifications", "notifications.py", ["--samples", "20", "--subscribers", "100"],
-            ["--samples", "5", "--subscribers", "100"], services=True,
+            ["--samples", "5", "--subscribers", "100"], services=True, per_database=True,
         ),
         Benchmark(
             "harvest", "harvest.py", ["--size", "100000", "--resync-size", "10000"],
