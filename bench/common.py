@@ -420,7 +420,8 @@ class Portal:
 
     def _check_services(self) -> None:
         try:
-            httpx.get(f"{self.elasticsearch}/_cluster/health", timeout=5).raise_for_status()
+            if self.mirrored:
+                httpx.get(f"{self.elasticsearch}/_cluster/health", timeout=5).raise_for_status()
         except httpx.HTTPError as error:
             raise BenchFailure(
                 f"no Elasticsearch at {self.elasticsearch} ({error}); bench/run.py starts one"
@@ -438,7 +439,8 @@ class Portal:
         """Drop this portal's indices and queued tasks (a killed run may have left some)."""
         import redis
 
-        httpx.delete(f"{self.elasticsearch}/{self.index_prefix}-*", timeout=60)
+        if self.mirrored:
+            httpx.delete(f"{self.elasticsearch}/{self.index_prefix}-*", timeout=60)
         redis.Redis.from_url(self.redis).flushdb()
 
     def stop(self, *, failed: bool = False) -> None:

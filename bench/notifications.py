@@ -1,13 +1,14 @@
 """Notifications: from a posted event to a subscriber holding the file, and fan-out.
 
     .venv/bin/python bench/notifications.py [--samples 20] [--subscribers 100]
-        [--elasticsearch URL] [--redis URL] [--output FILE] [--keep]
+        [--elasticsearch URL] [--redis URL] [--postgres URL] [--output FILE] [--keep]
 
 The portal runs as deployed (gunicorn, a Celery worker, Redis: common.Portal)
 with the default notification settings, except that its hub may call back to
 loopback (RESOURCESYNC_ALLOWED_CALLBACK_NETWORKS=127.0.0.0/8), where this
-script's subscribers listen. The set's resources are real files the portal
-serves at /files/.
+script's subscribers listen. Its database is a SQLite file in the work
+folder or, with --postgres, a fresh database on that server. The set's
+resources are real files the portal serves at /files/.
 
 1. Latency: one subscriber, subscribed through the Capability List's hub with
    a secret. --samples times a file is written and its event posted; the
@@ -46,6 +47,7 @@ from common import (
     Portal,
     add_portal_arguments,
     check,
+    database_name,
     finish,
     machine,
     ndjson,
@@ -217,9 +219,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "benchmark": "notifications",
         "started": now_iso(),
         "machine": machine(),
+        "database_engine": database_name(args.postgres),
     }
     portal = Portal(
-        "notifications", elasticsearch=args.elasticsearch, redis=args.redis, keep=args.keep
+        "notifications",
+        elasticsearch=args.elasticsearch,
+        redis=args.redis,
+        keep=args.keep,
+        postgres=args.postgres,
     )
     portal.env["RESOURCESYNC_ALLOWED_CALLBACK_NETWORKS"] = "127.0.0.0/8"
     with portal:
