@@ -14,20 +14,32 @@ same fields and every query the same meaning: two Lucene documents per
 linked resource instead of four. `manage.py reconcile --rebuild` moves an
 existing deployment's indices to this mapping (MAPPING_VERSION).
 
+Nested links are Lucene documents between the resources, so a page's hits
+never have contiguous document ids and Elasticsearch cannot read their stored
+fields (`_source`) in one sequential pass: it decompresses a block again for
+every hit. The generator therefore reads doc values only, and `ln_values`
+keeps a copy of the links it needs there (`[[rel, uri, mime], ...]` as JSON,
+in a `binary` field: doc values, not indexed, no length limit). Queries keep
+using `ln`; `ln_values` answers none.
+
 The Elasticsearch generator names its indices from its own INDEX_PREFIX and
 takes their mappings from here; these registered indices carry the default
 generator's prefix, so `manage.py search_index` creates the indices it writes.
 """
 
+import base64
+
+import orjson
 from django.conf import settings
 from django_elasticsearch_dsl import Document, Index, fields
 from django_elasticsearch_dsl.registries import registry
+from elasticsearch.dsl.field import Binary
 
 from .models import Change, Resource
 
 INDEX_SETTINGS = {"number_of_shards": 1, "number_of_replicas": 0}
 #: Bumped when the mappings change; `reconcile --rebuild` names new indices after it.
-MAPPING_VERSION = 2
+MAPPING_VERSION = 3
 #: Of the indices' names, when the generator's settings entry gives none.
 DEFAULT_INDEX_PREFIX = "resourcesync"
 
@@ -74,6 +86,21 @@ def date_nanos() -> DateNanosField:
     return DateNanosField(format=DATE_NANOS["format"])
 
 
+class BinaryField(fields.DEDField, Binary):
+    pass
+
+
+def link_values_field() -> BinaryField:
+    """Doc values only: what the generator reads of the links, never searched."""
+    return BinaryField(doc_values=True)
+
+
+def link_values(ln: list[dict] | None) -> str:
+    """`ln` as the generator reads it: `[[rel, uri, mime], ...]` JSON, base64 as `binary` wants."""
+    rows = [[link["rel"], link["uri"], link.get("mime") or ""] for link in ln or ()]
+    return base64.b64encode(orjson.dumps(rows)).decode("ascii")
+
+
 def isoformat(value) -> str | None:
     return value.isoformat() if value is not None else None
 
@@ -93,6 +120,12 @@ class SnapshotFields:
     def prepare_timestamp(self, instance) -> str | None:
         return isoformat(instance.timestamp)
 
+    def prepare_ln(self, instance) -> list[dict]:
+        return instance.ln
+
+    def prepare_ln_values(self, instance) -> str:
+        return link_values(instance.ln)
+
 
 @registry.register_document
 @resources_index.document
@@ -108,15 +141,13 @@ class ResourceDocument(SnapshotFields, Document):
     mime = fields.KeywordField()
     lastmod = date_nanos()
     ln = links_field()
+    ln_values = link_values_field()
     timestamp = date_nanos()
 
     class Django:
         model = Resource
         ignore_signals = True
         auto_refresh = False
-
-    def prepare_ln(self, instance) -> list[dict]:
-        return instance.ln
 
 
 @registry.register_document
@@ -135,6 +166,7 @@ class ChangeDocument(SnapshotFields, Document):
     mime = fields.KeywordField()
     lastmod = date_nanos()
     ln = links_field()
+    ln_values = link_values_field()
     datetime = date_nanos()
     timestamp = date_nanos()
 
@@ -142,9 +174,6 @@ class ChangeDocument(SnapshotFields, Document):
         model = Change
         ignore_signals = True
         auto_refresh = False
-
-    def prepare_ln(self, instance) -> list[dict]:
-        return instance.ln
 
     def prepare_datetime(self, instance) -> str:
         return instance.datetime.isoformat()

@@ -25,7 +25,7 @@ from django_elasticsearch_dsl import Index
 from elasticsearch import Elasticsearch
 from elasticsearch.serializer import OrjsonSerializer
 
-from .documents import changes_index, index_names, resources_index
+from .documents import changes_index, index_names, link_values, resources_index
 from .generators.base import ReconcileReport
 from .models import Change, Resource, ResourceSet
 from .services import resource_set_lock
@@ -82,6 +82,7 @@ def resource_source(row: dict[str, Any], set_path: str) -> dict[str, Any]:
         "mime": row["mime"],
         "lastmod": _isoformat(row["lastmod"]),
         "ln": row["ln"],
+        "ln_values": link_values(row["ln"]),
         "timestamp": _isoformat(row["timestamp"]),
     }
 

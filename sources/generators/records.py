@@ -1,4 +1,8 @@
-"""Turn Elasticsearch `_source` documents into generator records.
+"""Turn Elasticsearch hits into generator records.
+
+A hit's fields come from doc values (`fields`, each a list of one value, the
+links as `ln_values`), or, from indices older than mapping version 3, from
+its `_source`.
 
 The database generator builds the same records from its rows; the
 behaviour suite asserts both give identical records and documents.
@@ -6,9 +10,12 @@ behaviour suite asserts both give identical records and documents.
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
+
+import orjson
 
 from sitemaps.protocol.records import ChangeRecord, Link, ResourceRecord
 
@@ -65,5 +72,54 @@ def change_record(source: Mapping[str, Any]) -> ChangeRecord:
             source.get("mime") or "",
             source.get("sha256") or "",
             links_from(source.get("ln")),
+        ),
+    )
+
+
+def link_values_from(values: list[str] | None) -> tuple[Link, ...]:
+    """The links from `ln_values` (base64 JSON of `[[rel, uri, mime], ...]`)."""
+    if not values:
+        return ()
+    return tuple([_record(Link, row) for row in orjson.loads(base64.b64decode(values[0]))])
+
+
+_NONE = [None]
+_EMPTY = [""]
+
+
+def resource_record_from_fields(fields: Mapping[str, list[Any]]) -> ResourceRecord:
+    """Doc values in the order of ResourceRecord, as `resource_record` reads `_source`."""
+    return _record(
+        ResourceRecord,
+        (
+            fields["key"][0],
+            fields["uri"][0],
+            _parse_instant(fields["lastmod"][0]),
+            fields["length"][0],
+            fields["md5"][0],
+            fields["mime"][0],
+            fields.get("sha256", _EMPTY)[0],
+            link_values_from(fields.get("ln_values")),
+        ),
+    )
+
+
+def change_record_from_fields(fields: Mapping[str, list[Any]]) -> ChangeRecord:
+    """Doc values in the order of ChangeRecord, as `change_record` reads `_source`."""
+    lastmod = fields.get("lastmod", _NONE)[0]
+    return _record(
+        ChangeRecord,
+        (
+            fields["key"][0],
+            fields.get("resource_key", _NONE)[0] or 0,
+            fields["uri"][0],
+            fields["change"][0],
+            _parse_instant(fields["datetime"][0]),
+            _parse_instant(lastmod) if lastmod is not None else None,
+            fields.get("length", _NONE)[0],
+            fields.get("md5", _EMPTY)[0],
+            fields.get("mime", _EMPTY)[0],
+            fields.get("sha256", _EMPTY)[0],
+            link_values_from(fields.get("ln_values")),
         ),
     )
