@@ -17,10 +17,11 @@ existing deployment's indices to this mapping (MAPPING_VERSION).
 Nested links are Lucene documents between the resources, so a page's hits
 never have contiguous document ids and Elasticsearch cannot read their stored
 fields (`_source`) in one sequential pass: it decompresses a block again for
-every hit. The generator therefore reads doc values only, and `ln_values`
-keeps a copy of the links it needs there (`[[rel, uri, mime], ...]` as JSON,
-in a `binary` field: doc values, not indexed, no length limit). Queries keep
-using `ln`; `ln_values` answers none.
+every hit. So each document also holds `record`, what the generator reads of
+it (its record's fields, then the links' rel, uri and mime, as JSON) in doc
+values only: a `binary` field, not indexed, without a length limit, and left
+out of `_source`, which the mirror always rebuilds from the database. Queries
+keep using the seeds' fields; `record` answers none.
 
 The Elasticsearch generator names its indices from its own INDEX_PREFIX and
 takes their mappings from here; these registered indices carry the default
@@ -28,11 +29,13 @@ generator's prefix, so `manage.py search_index` creates the indices it writes.
 """
 
 import base64
+from typing import Any, ClassVar
 
 import orjson
 from django.conf import settings
 from django_elasticsearch_dsl import Document, Index, fields
 from django_elasticsearch_dsl.registries import registry
+from elasticsearch.dsl import MetaField
 from elasticsearch.dsl.field import Binary
 
 from .models import Change, Resource
@@ -90,15 +93,18 @@ class BinaryField(fields.DEDField, Binary):
     pass
 
 
-def link_values_field() -> BinaryField:
-    """Doc values only: what the generator reads of the links, never searched."""
-    return BinaryField(doc_values=True)
+#: What `record` holds before the links, in the order of the generator's records.
+RESOURCE_RECORD_FIELDS = ("key", "uri", "lastmod", "length", "md5", "mime", "sha256")
+CHANGE_RECORD_FIELDS = (
+    "key", "resource_key", "uri", "change", "datetime", "lastmod", "length", "md5", "mime",
+    "sha256",
+)  # fmt: skip
 
 
-def link_values(ln: list[dict] | None) -> str:
-    """`ln` as the generator reads it: `[[rel, uri, mime], ...]` JSON, base64 as `binary` wants."""
-    rows = [[link["rel"], link["uri"], link.get("mime") or ""] for link in ln or ()]
-    return base64.b64encode(orjson.dumps(rows)).decode("ascii")
+def record_value(source: dict[str, Any], names: tuple[str, ...]) -> str:
+    """These `_source` fields, then the links' rel, uri and mime: JSON, base64 as `binary` wants."""
+    links = [[link["rel"], link["uri"], link.get("mime") or ""] for link in source["ln"] or ()]
+    return base64.b64encode(orjson.dumps([*map(source.get, names), links])).decode("ascii")
 
 
 def isoformat(value) -> str | None:
@@ -107,6 +113,8 @@ def isoformat(value) -> str | None:
 
 class SnapshotFields:
     """Fields and preparation shared by both documents."""
+
+    record_fields: ClassVar[tuple[str, ...]]
 
     def prepare_resource_set(self, instance) -> str:
         return instance.resource_set.path
@@ -123,13 +131,19 @@ class SnapshotFields:
     def prepare_ln(self, instance) -> list[dict]:
         return instance.ln
 
-    def prepare_ln_values(self, instance) -> str:
-        return link_values(instance.ln)
+    def prepare_record(self, instance) -> None:
+        return None  # `prepare` builds it from the other fields
+
+    def prepare(self, instance) -> dict[str, Any]:
+        source = super().prepare(instance)  # type: ignore[misc]
+        source["record"] = record_value(source, self.record_fields)
+        return source
 
 
 @registry.register_document
 @resources_index.document
 class ResourceDocument(SnapshotFields, Document):
+    record_fields = RESOURCE_RECORD_FIELDS
     key = fields.LongField(attr="id")
     resource_set_id = fields.LongField()
     resource_set = fields.KeywordField()
@@ -141,8 +155,11 @@ class ResourceDocument(SnapshotFields, Document):
     mime = fields.KeywordField()
     lastmod = date_nanos()
     ln = links_field()
-    ln_values = link_values_field()
+    record = BinaryField(doc_values=True)
     timestamp = date_nanos()
+
+    class Meta:
+        source = MetaField(excludes=["record"])
 
     class Django:
         model = Resource
@@ -153,6 +170,7 @@ class ResourceDocument(SnapshotFields, Document):
 @registry.register_document
 @changes_index.document
 class ChangeDocument(SnapshotFields, Document):
+    record_fields = CHANGE_RECORD_FIELDS
     key = fields.LongField(attr="id")
     resource_key = fields.LongField()
     resource_set_id = fields.LongField()
@@ -166,9 +184,12 @@ class ChangeDocument(SnapshotFields, Document):
     mime = fields.KeywordField()
     lastmod = date_nanos()
     ln = links_field()
-    ln_values = link_values_field()
+    record = BinaryField(doc_values=True)
     datetime = date_nanos()
     timestamp = date_nanos()
+
+    class Meta:
+        source = MetaField(excludes=["record"])
 
     class Django:
         model = Change

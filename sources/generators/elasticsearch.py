@@ -31,9 +31,9 @@ from .base import BaseGenerator, ReconcileReport
 from .records import (
     as_datetime,
     change_record,
-    change_record_from_fields,
+    change_record_from_value,
     resource_record,
-    resource_record_from_fields,
+    resource_record_from_value,
 )
 
 DEFAULT_HOSTS = ["http://127.0.0.1:9200"]
@@ -42,9 +42,10 @@ DEFAULT_TIMEOUT = 30
 INDEX_PREFIX = re.compile(r"[a-z0-9][a-z0-9._+-]*")
 
 DATE_FORMAT = "strict_date_optional_time_nanos"
-#: The field only indices of mapping version 3 and later have (sources.documents).
-LINK_VALUES = "ln_values"
-LINK_VALUES_MAPPING = {"type": "binary", "doc_values": True}
+#: What the generator reads of a document, in doc values (sources.documents):
+#: only indices of mapping version 3 and later have it.
+RECORD = "record"
+RECORD_MAPPING = {"type": "binary", "doc_values": True}
 #: Of the links in `_source` (older indices), what a record keeps: not their `href`.
 LINK_FIELDS = ["ln.rel", "ln.uri", "ln.mime"]
 
@@ -54,43 +55,50 @@ def _source_paths(*fields: str) -> list[str]:
     return [*(f"hits.hits._source.{name}" for name in names), "hits.hits.sort"]
 
 
-def _doc_values(*fields: str) -> list[Any]:
-    dates = ("lastmod", "datetime")
-    return [{"field": name, "format": DATE_FORMAT} if name in dates else name for name in fields]
-
-
 class Reading(NamedTuple):
-    """How a search asks for its hits' fields, where a hit holds them, and its record."""
+    """What a search asks for of its hits, and the record of a hit."""
 
     params: dict[str, Any]
-    part: str
-    record: Callable[[Any], Any]
+    record: Callable[[dict[str, Any]], Any]
 
 
-RESOURCE_FIELDS = ("key", "uri", "lastmod", "length", "md5", "mime", "sha256")
-CHANGE_FIELDS = (*RESOURCE_FIELDS, "resource_key", "change", "datetime")
-#: Doc values only, so the node loads no stored field. Nested links sit between
-#: the documents, so it could not read `_source` in one sequential pass: that
-#: took 40 % of its CPU per hit (bench/README.md, s3-esflat).
-NO_STORED_FIELDS = {"_source": False, "stored_fields": "_none_"}
-FIELDS_FILTER_PATH = ["hits.hits.fields", "hits.hits.sort"]
-RESOURCES_FROM_DOC_VALUES = Reading(
-    {**NO_STORED_FIELDS, "docvalue_fields": _doc_values(*RESOURCE_FIELDS, LINK_VALUES),
-     "filter_path": FIELDS_FILTER_PATH},
-    "fields", resource_record_from_fields,
-)  # fmt: skip
-CHANGES_FROM_DOC_VALUES = Reading(
-    {**NO_STORED_FIELDS, "docvalue_fields": _doc_values(*CHANGE_FIELDS, LINK_VALUES),
-     "filter_path": FIELDS_FILTER_PATH},
-    "fields", change_record_from_fields,
-)  # fmt: skip
+def _resource_from_doc_values(hit: dict[str, Any]) -> ResourceRecord:
+    return resource_record_from_value(hit["fields"][RECORD][0])
+
+
+def _change_from_doc_values(hit: dict[str, Any]) -> ChangeRecord:
+    return change_record_from_value(hit["fields"][RECORD][0])
+
+
+def _resource_from_source(hit: dict[str, Any]) -> ResourceRecord:
+    return resource_record(hit["_source"])
+
+
+def _change_from_source(hit: dict[str, Any]) -> ChangeRecord:
+    return change_record(hit["_source"])
+
+
+#: One doc value a hit and no stored field. Nested links sit between the
+#: documents, so the node could not read `_source` in one sequential pass: it
+#: spent 11-14 us a hit where this takes 4-5 (bench/README.md, s3-esflat).
+FROM_DOC_VALUES = {
+    "_source": False,
+    "stored_fields": "_none_",
+    "docvalue_fields": [RECORD],
+    "filter_path": [f"hits.hits.fields.{RECORD}", "hits.hits.sort"],
+}
+RESOURCES_FROM_DOC_VALUES = Reading(FROM_DOC_VALUES, _resource_from_doc_values)
+CHANGES_FROM_DOC_VALUES = Reading(FROM_DOC_VALUES, _change_from_doc_values)
 #: Indices older than mapping version 3 (until `reconcile --rebuild`): the
-#: fields picked from `_source` with `filter_path`.
+#: fields records need, picked from `_source` with `filter_path` rather than
+#: source filtering, which spares the node a parse of every `_source`.
+RESOURCE_FIELDS = ("key", "uri", "lastmod", "length", "md5", "mime", "sha256", "ln")
 RESOURCES_FROM_SOURCE = Reading(
-    {"filter_path": _source_paths(*RESOURCE_FIELDS, "ln")}, "_source", resource_record
+    {"filter_path": _source_paths(*RESOURCE_FIELDS)}, _resource_from_source
 )
 CHANGES_FROM_SOURCE = Reading(
-    {"filter_path": _source_paths(*CHANGE_FIELDS, "ln")}, "_source", change_record
+    {"filter_path": _source_paths(*RESOURCE_FIELDS, "resource_key", "change", "datetime")},
+    _change_from_source,
 )
 FILTER_PATH = ["hits.hits._source", "hits.hits.sort"]
 #: Hits per request. Half the most `index.max_result_window` allows: a builder
@@ -226,28 +234,28 @@ class ElasticsearchGenerator(BaseGenerator):
             )
             return response.get("hits", {}).get("hits", [])
 
-        part, record = reading.part, reading.record
+        record = reading.record
         with ThreadPoolExecutor(max_workers=1) as prefetch:
             hits = search(search_after)
             while True:
                 full = len(hits) == batch_size
                 following = prefetch.submit(search, hits[-1]["sort"]) if full else None
                 for hit in hits:
-                    yield record(hit[part])
+                    yield record(hit)
                 if following is None:
                     return
                 hits = following.result()
 
     def _reads_doc_values(self, index: str) -> bool:
-        """Whether every index behind `index` maps `ln_values` (mapping version 3 or later).
+        """Whether every index behind `index` maps `record` (mapping version 3 or later).
 
         An older index the upgraded mirror wrote to has it too, mapped
         dynamically as text: that one is still read from `_source`.
         """
-        found = self.client.indices.get_field_mapping(index=index, fields=LINK_VALUES)
+        found = self.client.indices.get_field_mapping(index=index, fields=RECORD)
         return bool(found) and all(
-            mappings.get(LINK_VALUES, {}).get("mapping", {}).get(LINK_VALUES) == LINK_VALUES_MAPPING
-            for mappings in (entry["mappings"] for entry in found.values())
+            entry["mappings"].get(RECORD, {}).get("mapping", {}).get(RECORD) == RECORD_MAPPING
+            for entry in found.values()
         )
 
     def _filter(self, resource_set: ResourceSet, *clauses: dict[str, Any]) -> dict[str, Any]:

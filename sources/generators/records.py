@@ -1,8 +1,7 @@
 """Turn Elasticsearch hits into generator records.
 
-A hit's fields come from doc values (`fields`, each a list of one value, the
-links as `ln_values`), or, from indices older than mapping version 3, from
-its `_source`.
+A hit's fields come from its `record` doc value, or, from indices older than
+mapping version 3, from its `_source`.
 
 The database generator builds the same records from its rows; the
 behaviour suite asserts both give identical records and documents.
@@ -30,6 +29,7 @@ def as_datetime(value: datetime | str | None) -> datetime | None:
 #: builds one record (and one link) per entry, a million in a full run.
 _record = tuple.__new__
 _parse_instant = datetime.fromisoformat
+_decode = base64.b64decode
 
 
 def links_from(ln: Sequence[Mapping[str, Any]] | None) -> tuple[Link, ...]:
@@ -76,50 +76,26 @@ def change_record(source: Mapping[str, Any]) -> ChangeRecord:
     )
 
 
-def link_values_from(values: list[str] | None) -> tuple[Link, ...]:
-    """The links from `ln_values` (base64 JSON of `[[rel, uri, mime], ...]`)."""
-    if not values:
-        return ()
-    return tuple([_record(Link, row) for row in orjson.loads(base64.b64decode(values[0]))])
+def _links(rows: list[list[str]]) -> tuple[Link, ...]:
+    return tuple([_record(Link, row) for row in rows]) if rows else ()
 
 
-_NONE = [None]
-_EMPTY = [""]
+def resource_record_from_value(value: str) -> ResourceRecord:
+    """A `record` doc value (`documents.record_value`) as `resource_record` reads `_source`."""
+    fields = orjson.loads(_decode(value))
+    fields[2] = _parse_instant(fields[2])
+    fields[6] = fields[6] or ""
+    fields[7] = _links(fields[7])
+    return _record(ResourceRecord, fields)
 
 
-def resource_record_from_fields(fields: Mapping[str, list[Any]]) -> ResourceRecord:
-    """Doc values in the order of ResourceRecord, as `resource_record` reads `_source`."""
-    return _record(
-        ResourceRecord,
-        (
-            fields["key"][0],
-            fields["uri"][0],
-            _parse_instant(fields["lastmod"][0]),
-            fields["length"][0],
-            fields["md5"][0],
-            fields["mime"][0],
-            fields.get("sha256", _EMPTY)[0],
-            link_values_from(fields.get("ln_values")),
-        ),
-    )
-
-
-def change_record_from_fields(fields: Mapping[str, list[Any]]) -> ChangeRecord:
-    """Doc values in the order of ChangeRecord, as `change_record` reads `_source`."""
-    lastmod = fields.get("lastmod", _NONE)[0]
-    return _record(
-        ChangeRecord,
-        (
-            fields["key"][0],
-            fields.get("resource_key", _NONE)[0] or 0,
-            fields["uri"][0],
-            fields["change"][0],
-            _parse_instant(fields["datetime"][0]),
-            _parse_instant(lastmod) if lastmod is not None else None,
-            fields.get("length", _NONE)[0],
-            fields.get("md5", _EMPTY)[0],
-            fields.get("mime", _EMPTY)[0],
-            fields.get("sha256", _EMPTY)[0],
-            link_values_from(fields.get("ln_values")),
-        ),
-    )
+def change_record_from_value(value: str) -> ChangeRecord:
+    """A `record` doc value (`documents.record_value`) as `change_record` reads `_source`."""
+    fields = orjson.loads(_decode(value))
+    fields[1] = fields[1] or 0
+    fields[4] = _parse_instant(fields[4])
+    if fields[5] is not None:
+        fields[5] = _parse_instant(fields[5])
+    fields[7:10] = [value or "" for value in fields[7:10]]
+    fields[10] = _links(fields[10])
+    return _record(ChangeRecord, fields)

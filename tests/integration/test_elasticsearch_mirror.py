@@ -317,12 +317,13 @@ def muted_indexing():
 
 
 def version_1(body: dict) -> dict:
-    """The mappings of MAPPING_VERSION 1: the seeds' nested objects, no `ln_values`."""
+    """The mappings of MAPPING_VERSION 1: the seeds' nested objects, no `record`."""
     body = copy.deepcopy(body)
     properties = body["mappings"]["properties"]
     properties["location"]["type"] = "nested"
     properties["ln"]["properties"]["href"]["type"] = "nested"
-    del properties["ln_values"]
+    del properties["record"]
+    del body["mappings"]["_source"]
     return body
 
 
