@@ -14,20 +14,35 @@ same fields and every query the same meaning: two Lucene documents per
 linked resource instead of four. `manage.py reconcile --rebuild` moves an
 existing deployment's indices to this mapping (MAPPING_VERSION).
 
+Nested links are Lucene documents between the resources, so a page's hits
+never have contiguous document ids and Elasticsearch cannot read their stored
+fields (`_source`) in one sequential pass: it decompresses a block again for
+every hit. So each document also holds `record`, what the generator reads of
+it (its record's fields, then the links' rel, uri and mime, as JSON) in doc
+values only: a `binary` field, not indexed, without a length limit, and left
+out of `_source`, which the mirror always rebuilds from the database. Queries
+keep using the seeds' fields; `record` answers none.
+
 The Elasticsearch generator names its indices from its own INDEX_PREFIX and
 takes their mappings from here; these registered indices carry the default
 generator's prefix, so `manage.py search_index` creates the indices it writes.
 """
 
+import base64
+from typing import Any, ClassVar
+
+import orjson
 from django.conf import settings
 from django_elasticsearch_dsl import Document, Index, fields
 from django_elasticsearch_dsl.registries import registry
+from elasticsearch.dsl import MetaField
+from elasticsearch.dsl.field import Binary
 
 from .models import Change, Resource
 
 INDEX_SETTINGS = {"number_of_shards": 1, "number_of_replicas": 0}
 #: Bumped when the mappings change; `reconcile --rebuild` names new indices after it.
-MAPPING_VERSION = 2
+MAPPING_VERSION = 3
 #: Of the indices' names, when the generator's settings entry gives none.
 DEFAULT_INDEX_PREFIX = "resourcesync"
 
@@ -74,12 +89,32 @@ def date_nanos() -> DateNanosField:
     return DateNanosField(format=DATE_NANOS["format"])
 
 
+class BinaryField(fields.DEDField, Binary):
+    pass
+
+
+#: What `record` holds before the links, in the order of the generator's records.
+RESOURCE_RECORD_FIELDS = ("key", "uri", "lastmod", "length", "md5", "mime", "sha256")
+CHANGE_RECORD_FIELDS = (
+    "key", "resource_key", "uri", "change", "datetime", "lastmod", "length", "md5", "mime",
+    "sha256",
+)  # fmt: skip
+
+
+def record_value(source: dict[str, Any], names: tuple[str, ...]) -> str:
+    """These `_source` fields, then the links' rel, uri and mime: JSON, base64 as `binary` wants."""
+    links = [[link["rel"], link["uri"], link.get("mime") or ""] for link in source["ln"] or ()]
+    return base64.b64encode(orjson.dumps([*map(source.get, names), links])).decode("ascii")
+
+
 def isoformat(value) -> str | None:
     return value.isoformat() if value is not None else None
 
 
 class SnapshotFields:
     """Fields and preparation shared by both documents."""
+
+    record_fields: ClassVar[tuple[str, ...]]
 
     def prepare_resource_set(self, instance) -> str:
         return instance.resource_set.path
@@ -93,10 +128,22 @@ class SnapshotFields:
     def prepare_timestamp(self, instance) -> str | None:
         return isoformat(instance.timestamp)
 
+    def prepare_ln(self, instance) -> list[dict]:
+        return instance.ln
+
+    def prepare_record(self, instance) -> None:
+        return None  # `prepare` builds it from the other fields
+
+    def prepare(self, instance) -> dict[str, Any]:
+        source = super().prepare(instance)  # type: ignore[misc]
+        source["record"] = record_value(source, self.record_fields)
+        return source
+
 
 @registry.register_document
 @resources_index.document
 class ResourceDocument(SnapshotFields, Document):
+    record_fields = RESOURCE_RECORD_FIELDS
     key = fields.LongField(attr="id")
     resource_set_id = fields.LongField()
     resource_set = fields.KeywordField()
@@ -108,20 +155,22 @@ class ResourceDocument(SnapshotFields, Document):
     mime = fields.KeywordField()
     lastmod = date_nanos()
     ln = links_field()
+    record = BinaryField(doc_values=True)
     timestamp = date_nanos()
+
+    class Meta:
+        source = MetaField(excludes=["record"])
 
     class Django:
         model = Resource
         ignore_signals = True
         auto_refresh = False
 
-    def prepare_ln(self, instance) -> list[dict]:
-        return instance.ln
-
 
 @registry.register_document
 @changes_index.document
 class ChangeDocument(SnapshotFields, Document):
+    record_fields = CHANGE_RECORD_FIELDS
     key = fields.LongField(attr="id")
     resource_key = fields.LongField()
     resource_set_id = fields.LongField()
@@ -135,16 +184,17 @@ class ChangeDocument(SnapshotFields, Document):
     mime = fields.KeywordField()
     lastmod = date_nanos()
     ln = links_field()
+    record = BinaryField(doc_values=True)
     datetime = date_nanos()
     timestamp = date_nanos()
+
+    class Meta:
+        source = MetaField(excludes=["record"])
 
     class Django:
         model = Change
         ignore_signals = True
         auto_refresh = False
-
-    def prepare_ln(self, instance) -> list[dict]:
-        return instance.ln
 
     def prepare_datetime(self, instance) -> str:
         return instance.datetime.isoformat()

@@ -25,7 +25,14 @@ from django_elasticsearch_dsl import Index
 from elasticsearch import Elasticsearch
 from elasticsearch.serializer import OrjsonSerializer
 
-from .documents import changes_index, index_names, resources_index
+from .documents import (
+    CHANGE_RECORD_FIELDS,
+    RESOURCE_RECORD_FIELDS,
+    changes_index,
+    index_names,
+    record_value,
+    resources_index,
+)
 from .generators.base import ReconcileReport
 from .models import Change, Resource, ResourceSet
 from .services import resource_set_lock
@@ -68,8 +75,8 @@ def _isoformat(value) -> str | None:
     return value.isoformat() if value is not None else None
 
 
-def resource_source(row: dict[str, Any], set_path: str) -> dict[str, Any]:
-    """A `ResourceDocument` body from a `Resource.values(*RESOURCE_FIELDS)` row."""
+def _snapshot(row: dict[str, Any], set_path: str) -> dict[str, Any]:
+    """The fields both documents share, but `record`."""
     return {
         "key": row["id"],
         "resource_set_id": row["resource_set_id"],
@@ -86,14 +93,22 @@ def resource_source(row: dict[str, Any], set_path: str) -> dict[str, Any]:
     }
 
 
+def resource_source(row: dict[str, Any], set_path: str) -> dict[str, Any]:
+    """A `ResourceDocument` body from a `Resource.values(*RESOURCE_FIELDS)` row."""
+    source = _snapshot(row, set_path)
+    source["record"] = record_value(source, RESOURCE_RECORD_FIELDS)
+    return source
+
+
 def change_source(row: dict[str, Any], set_path: str) -> dict[str, Any]:
     """A `ChangeDocument` body from a `Change.values(*CHANGE_FIELDS)` row."""
-    source = resource_source(row, set_path)
+    source = _snapshot(row, set_path)
     source.update(
         resource_key=row["resource_key"],
         change=row["change"],
         datetime=_isoformat(row["datetime"]),
     )
+    source["record"] = record_value(source, CHANGE_RECORD_FIELDS)
     return source
 
 

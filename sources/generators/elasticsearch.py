@@ -16,7 +16,7 @@ import re
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 from django.core.exceptions import ImproperlyConfigured
 from django.db.models import Min
@@ -28,39 +28,83 @@ from sources.indexing import Mirror
 from sources.models import Change, ResourceSet
 
 from .base import BaseGenerator, ReconcileReport
-from .records import as_datetime, change_record, resource_record
+from .records import (
+    as_datetime,
+    change_record,
+    change_record_from_value,
+    resource_record,
+    resource_record_from_value,
+)
 
 DEFAULT_HOSTS = ["http://127.0.0.1:9200"]
 DEFAULT_TIMEOUT = 30
 #: What Elasticsearch accepts in an index name, lowercase and without `-_+` first.
 INDEX_PREFIX = re.compile(r"[a-z0-9][a-z0-9._+-]*")
 
-#: Of the links, what a record keeps: not their nested `href`.
+DATE_FORMAT = "strict_date_optional_time_nanos"
+#: What the generator reads of a document, in doc values (sources.documents):
+#: only indices of mapping version 3 and later have it.
+RECORD = "record"
+RECORD_MAPPING = {"type": "binary", "doc_values": True}
+#: Of the links in `_source` (older indices), what a record keeps: not their `href`.
 LINK_FIELDS = ["ln.rel", "ln.uri", "ln.mime"]
 
 
 def _source_paths(*fields: str) -> list[str]:
     names = [name for field in fields for name in (LINK_FIELDS if field == "ln" else [field])]
-    return [f"hits.hits._source.{name}" for name in names]
+    return [*(f"hits.hits._source.{name}" for name in names), "hits.hits.sort"]
 
 
-#: What a response keeps: the fields records need, picked with `filter_path`
-#: rather than source filtering, which spares the node a parse of every
-#: `_source` and the client the decoding of fields it would drop (`ln.href`,
-#: `location`...). Resources resume after the last key, changes after the
-#: last hit's sort values.
+class Reading(NamedTuple):
+    """What a search asks for of its hits, and the record of a hit."""
+
+    params: dict[str, Any]
+    record: Callable[[dict[str, Any]], Any]
+
+
+def _resource_from_doc_values(hit: dict[str, Any]) -> ResourceRecord:
+    return resource_record_from_value(hit["fields"][RECORD][0])
+
+
+def _change_from_doc_values(hit: dict[str, Any]) -> ChangeRecord:
+    return change_record_from_value(hit["fields"][RECORD][0])
+
+
+def _resource_from_source(hit: dict[str, Any]) -> ResourceRecord:
+    return resource_record(hit["_source"])
+
+
+def _change_from_source(hit: dict[str, Any]) -> ChangeRecord:
+    return change_record(hit["_source"])
+
+
+#: One doc value a hit and no stored field. Nested links sit between the
+#: documents, so the node could not read `_source` in one sequential pass: it
+#: spent 11-14 us a hit where this takes 4-5 (bench/README.md, s3-esflat).
+FROM_DOC_VALUES = {
+    "_source": False,
+    "stored_fields": "_none_",
+    "docvalue_fields": [RECORD],
+    "filter_path": [f"hits.hits.fields.{RECORD}", "hits.hits.sort"],
+}
+RESOURCES_FROM_DOC_VALUES = Reading(FROM_DOC_VALUES, _resource_from_doc_values)
+CHANGES_FROM_DOC_VALUES = Reading(FROM_DOC_VALUES, _change_from_doc_values)
+#: Indices older than mapping version 3 (until `reconcile --rebuild`): the
+#: fields records need, picked from `_source` with `filter_path` rather than
+#: source filtering, which spares the node a parse of every `_source`.
 RESOURCE_FIELDS = ("key", "uri", "lastmod", "length", "md5", "mime", "sha256", "ln")
-RESOURCE_FILTER_PATH = _source_paths(*RESOURCE_FIELDS)
-CHANGE_FILTER_PATH = [
-    *_source_paths(*RESOURCE_FIELDS, "resource_key", "change", "datetime"),
-    "hits.hits.sort",
-]
+RESOURCES_FROM_SOURCE = Reading(
+    {"filter_path": _source_paths(*RESOURCE_FIELDS)}, _resource_from_source
+)
+CHANGES_FROM_SOURCE = Reading(
+    {"filter_path": _source_paths(*RESOURCE_FIELDS, "resource_key", "change", "datetime")},
+    _change_from_source,
+)
+FILTER_PATH = ["hits.hits._source", "hits.hits.sort"]
 #: Hits per request. Half the most `index.max_result_window` allows: a builder
 #: holds two batches (one prefetched), and 5,000 took 18 MiB less per process
 #: and a tenth less client CPU than 10,000 for 200,000 resources.
 BATCH_SIZE = 5_000
-DATE_FORMAT = "strict_date_optional_time_nanos"
-FILTER_PATH = ["hits.hits._source", "hits.hits.sort"]
 
 
 def _pop(
@@ -100,14 +144,6 @@ def _window(since: datetime | None, until: datetime | None) -> list[dict[str, An
     if until is not None:
         bounds["lte"] = until.isoformat()
     return [{"range": {"datetime": bounds}}] if bounds else []
-
-
-def _source_key(hit: dict[str, Any]) -> list[Any]:
-    return [hit["_source"]["key"]]
-
-
-def _sort_values(hit: dict[str, Any]) -> list[Any]:
-    return hit["sort"]
 
 
 class ElasticsearchGenerator(BaseGenerator):
@@ -179,12 +215,11 @@ class ElasticsearchGenerator(BaseGenerator):
         index: str,
         query: dict[str, Any],
         sort: list[Any],
-        filter_path: list[str],
+        reading: Reading,
         search_after: list[Any] | None,
         batch_size: int,
-        resume: Callable[[dict[str, Any]], list[Any]],
-    ) -> Iterator[dict[str, Any]]:
-        """The hits' `_source`, a batch per request; `resume(hit)` gives the next search_after.
+    ) -> Iterator[Any]:
+        """The hits' records, a batch per request, each resuming after the last hit's sort values.
 
         The next batch is requested in a thread while this one is consumed, so
         the node searches while the caller renders.
@@ -195,20 +230,33 @@ class ElasticsearchGenerator(BaseGenerator):
             if after is not None:
                 body["search_after"] = after
             response = self.client.search(
-                index=index, filter_path=filter_path, track_total_hits=False, **body
+                index=index, track_total_hits=False, **reading.params, **body
             )
             return response.get("hits", {}).get("hits", [])
 
+        record = reading.record
         with ThreadPoolExecutor(max_workers=1) as prefetch:
             hits = search(search_after)
             while True:
                 full = len(hits) == batch_size
-                following = prefetch.submit(search, resume(hits[-1])) if full else None
+                following = prefetch.submit(search, hits[-1]["sort"]) if full else None
                 for hit in hits:
-                    yield hit["_source"]
+                    yield record(hit)
                 if following is None:
                     return
                 hits = following.result()
+
+    def _reads_doc_values(self, index: str) -> bool:
+        """Whether every index behind `index` maps `record` (mapping version 3 or later).
+
+        An older index the upgraded mirror wrote to has it too, mapped
+        dynamically as text: that one is still read from `_source`.
+        """
+        found = self.client.indices.get_field_mapping(index=index, fields=RECORD)
+        return bool(found) and all(
+            entry["mappings"].get(RECORD, {}).get("mapping", {}).get(RECORD) == RECORD_MAPPING
+            for entry in found.values()
+        )
 
     def _filter(self, resource_set: ResourceSet, *clauses: dict[str, Any]) -> dict[str, Any]:
         return {"bool": {"filter": [{"term": {"resource_set_id": resource_set.pk}}, *clauses]}}
@@ -224,16 +272,11 @@ class ElasticsearchGenerator(BaseGenerator):
         clauses = [{"range": {"key": {"lte": through}}}] if through is not None else []
         query = self._filter(resource_set, *clauses)
         start = [after] if after is not None else None
-        sources = self._scan(
-            self.resources_index,
-            query,
-            [{"key": "asc"}],
-            RESOURCE_FILTER_PATH,
-            start,
-            batch_size,
-            _source_key,
+        index = self.resources_index
+        reading = (
+            RESOURCES_FROM_DOC_VALUES if self._reads_doc_values(index) else RESOURCES_FROM_SOURCE
         )
-        return map(resource_record, sources)
+        return self._scan(index, query, [{"key": "asc"}], reading, start, batch_size)
 
     def iter_changes(
         self,
@@ -247,10 +290,9 @@ class ElasticsearchGenerator(BaseGenerator):
         query = self._filter(resource_set, *_window(since, until))
         sort = [{"datetime": {"order": "asc", "format": DATE_FORMAT}}, {"key": "asc"}]
         start = [after[0].isoformat(), after[1]] if after is not None else None
-        sources = self._scan(
-            self.changes_index, query, sort, CHANGE_FILTER_PATH, start, batch_size, _sort_values
-        )
-        return map(change_record, sources)
+        index = self.changes_index
+        reading = CHANGES_FROM_DOC_VALUES if self._reads_doc_values(index) else CHANGES_FROM_SOURCE
+        return self._scan(index, query, sort, reading, start, batch_size)
 
     def count_resources(self, resource_set: ResourceSet) -> int:
         return self.client.count(index=self.resources_index, query=self._filter(resource_set))[

@@ -132,6 +132,22 @@ def test_resource_records_carry_every_link_in_order(backend):
     )
 
 
+def test_a_resource_with_links_over_32_kb_keeps_them_all(backend):
+    """Doc values of a keyword hold at most 32,766 bytes: the links' copy must not."""
+    generator, resource_set = backend
+    links = tuple(
+        LinkData(rel="alternate", href_type="url", href_value=uri, uri=uri, mime="text/html")
+        for uri in (f"http://mirror.example.org/{n:03d}/{'x' * 100}" for n in range(300))
+    )
+    ingest_events(resource_set=resource_set, events=[event("created", "l/many", links=links)])
+    generator.index_pending()
+
+    records = {r.uri.rsplit("/", 1)[1]: r for r in generator.iter_resources(resource_set)}
+    assert records["many"].links == tuple(Link(link.rel, link.uri, link.mime) for link in links)
+    (change,) = [c for c in generator.iter_changes(resource_set) if c.uri.endswith("l/many")]
+    assert change.links == records["many"].links
+
+
 def test_changes_in_a_window_are_inclusive_and_ordered(backend):
     generator, resource_set = backend
     changes = list(generator.iter_changes(resource_set, since=at(3), until=at(20), batch_size=2))
