@@ -7,8 +7,8 @@ S3 storage) and harvesters connect straight to gunicorn. Its default sync
 workers close the connection after each answer, so every request pays a new
 connection and an accept, each a wait for a time slice on a busy machine;
 gunicorn recommends them only behind a buffering proxy. Threaded workers keep
-connections alive: bench item 4 measured a 50,000-entry page's p50 at 4
-clients about 3x lower, and a third less CPU a request (bench/README.md).
+connections alive: serving a 50,000-entry page (bench item 4, SQLite), gunicorn
+alone went from 2.1-3.6x nginx's p50 to 1.0-1.6x (bench/README.md).
 Behind deploy/nginx.conf the documented sync command stays (nginx talks to
 gunicorn without keep-alive and buffers slow clients).
 
