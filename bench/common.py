@@ -43,6 +43,8 @@ PORTAL_PORT = int(os.environ.get("BENCH_PORTAL_PORT", "8060"))
 NGINX_PORT = 8061
 #: nginx with deploy/nginx.conf in front of the portal, as deployed.
 FRONT_PORT = 8062
+#: gunicorn with deploy/gunicorn.conf.py, as deployed without the front server.
+ALONE_PORT = 8063
 
 PROVIDER = "bench"
 URL_PREFIX = "http://data.example.org/bench/"
@@ -369,14 +371,23 @@ class Portal:
              "--concurrency", "2", "--without-gossip", "--without-mingle", "--without-heartbeat",
              "--hostname", f"bench-{self.name}@%h", "--logfile", str(self.work / "celery.log")],
         )  # fmt: skip
-        self._spawn(
-            "gunicorn",
-            [str(BIN / "gunicorn"), "resourcesync_portal.wsgi", "--workers", str(self.workers),
-             "--bind", f"127.0.0.1:{self.port}", "--timeout", "300",
-             "--error-logfile", str(self.work / "gunicorn.log")],
-        )  # fmt: skip
+        # As behind deploy/nginx.conf: sync workers (README, Production).
+        self.start_gunicorn(
+            "gunicorn", self.port, "--workers", str(self.workers), "--timeout", "300"
+        )
         self._wait_ready()
         log(f"portal {self.name}: {self.base_url}, data in {self.work}")
+
+    def start_gunicorn(self, name: str, port: int, *options: str) -> None:
+        """One more gunicorn over this portal (`options`, e.g. a config file), on `port`.
+
+        Stopped with the others; `_wait_ready` or the caller waits for it to answer.
+        """
+        self._spawn(
+            name,
+            [str(BIN / "gunicorn"), "resourcesync_portal.wsgi", *options,
+             "--bind", f"127.0.0.1:{port}", "--error-logfile", str(self.work / f"{name}.log")],
+        )  # fmt: skip
 
     def _spawn(self, name: str, command: list[str]) -> None:
         with open(self.work / f"{name}.out", "wb") as out:
@@ -445,7 +456,7 @@ class Portal:
 
     def stop(self, *, failed: bool = False) -> None:
         """Stop the servers; remove the work folder and indices unless kept or failed."""
-        for name in ("gunicorn", "celery"):
+        for name in sorted(self.processes, key=lambda name: name == "celery"):  # web first
             process = self.processes.pop(name, None)
             if process is None:
                 continue

@@ -9,10 +9,12 @@ same load generator asks for that page, plain and gzip, at 1 and 4 concurrent
 clients, from three servers:
 
 - `front`: the portal as deployed, nginx running the shipped server block
-  (deploy/nginx.conf) in front of gunicorn; the page's public URL is answered
-  from the published tree (sitemaps/publishing.py), Python is not involved;
-- `gunicorn`: the portal alone, Django's view (the embedded set-up, or any
-  deployment without the front server);
+  (deploy/nginx.conf) in front of gunicorn's sync workers; the page's public
+  URL is answered from the published tree (sitemaps/publishing.py), Python is
+  not involved;
+- `gunicorn`: the portal alone, Django's view, as deployed without the front
+  server (e.g. documents on S3 storage): a second gunicorn over the same
+  portal with deploy/gunicorn.conf.py (threaded workers, keep-alive);
 - `nginx`, the baseline: Debian's nginx (sendfile on, gzip_static on) serving
   the very same stored file and its gzip twin by their storage path.
 
@@ -48,6 +50,7 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import (
+    ALONE_PORT,
     ENTRIES_PER_PAGE,
     FRONT_PORT,
     NGINX_PORT,
@@ -102,6 +105,7 @@ http {{
 }}
 """
 SERVER_BLOCK = REPO / "deploy" / "nginx.conf"
+GUNICORN_CONFIG = REPO / "deploy" / "gunicorn.conf.py"
 
 
 class Nginx:
@@ -277,7 +281,7 @@ def prepare(portal: Portal, size: int) -> dict[str, Any]:
     check(gzip.decompress(twin) == content, "the gzip twin does not match the page")
     check_page(content, size)
     page = {
-        "gunicorn": url,
+        "gunicorn": url.replace(portal.base_url, f"http://127.0.0.1:{ALONE_PORT}"),
         "front": url.replace(portal.base_url, f"http://127.0.0.1:{FRONT_PORT}"),
         "django_etag": headers["etag"],
         "nginx": f"http://127.0.0.1:{NGINX_PORT}/{stored.relative_to(portal.documents)}",
@@ -285,8 +289,22 @@ def prepare(portal: Portal, size: int) -> dict[str, Any]:
         "content": {"plain": content, "gzip": twin},
     }
     check(body == content, "gunicorn's body differs from the stored file")
-    check(fetch_raw(url, "gzip")[0] == twin, "gunicorn's gzip body differs from the twin")
     return page
+
+
+def start_alone(portal: Portal, url: str) -> None:
+    """gunicorn as deployed without the front server, over the same portal; wait for `url`."""
+    portal.start_gunicorn("alone", ALONE_PORT, "--config", str(GUNICORN_CONFIG))
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        portal.check_worker()  # fails at once if it exited
+        try:
+            if httpx.get(url, timeout=5).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    raise BenchFailure(f"gunicorn with {GUNICORN_CONFIG.name} did not answer within 60 s")
 
 
 # Main
@@ -390,8 +408,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         postgres=args.postgres,
     ) as portal:
         page = prepare(portal, args.size)
+        start_alone(portal, page["gunicorn"])
         with Nginx(portal, portal.work / "nginx"):
             for encoding in ENCODINGS:
+                body = fetch_raw(page["gunicorn"], encoding)[0]
+                check(body == page["content"][encoding], f"gunicorn's {encoding} body differs")
                 for server in ("nginx", "front"):
                     body, headers = fetch_raw(page[server], encoding)
                     check(body == page["content"][encoding], f"{server}'s {encoding} body differs")

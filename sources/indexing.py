@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import logging
 import os
+import threading
 import time
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -219,7 +220,7 @@ class Mirror:
         self._client_pid = 0
         self._pool: ThreadPoolExecutor | None = None
         self._pool_pid = 0
-        self._in_flight: Future[Any] | None = None
+        self._local = threading.local()
 
     @property
     def client(self) -> Elasticsearch:
@@ -253,6 +254,7 @@ class Mirror:
         """The same cluster and client, writing to two other indices (a rebuild fills them)."""
         other = copy.copy(self)
         other.resources_index, other.changes_index = resources, changes
+        other._local = threading.local()
         return other
 
     def concrete_indices(self, name: str) -> list[str]:
@@ -304,6 +306,16 @@ class Mirror:
             body=body,  # type: ignore[arg-type]
             filter_path=BULK_FILTER_PATH,
         )
+
+    @property
+    def _in_flight(self) -> Future[Any] | None:
+        """The calling thread's request in flight: the generator is one per process, and
+        request threads (gunicorn's gthread, eager tasks) each wait for their own."""
+        return getattr(self._local, "in_flight", None)
+
+    @_in_flight.setter
+    def _in_flight(self, future: Future[Any] | None) -> None:
+        self._local.in_flight = future
 
     def _sender(self) -> ThreadPoolExecutor:
         """One sending thread per process (a forked child has none of its parent's)."""

@@ -6,6 +6,7 @@ as production does, since what they check only shows across processes.
 
 from __future__ import annotations
 
+import http.client
 import os
 import socket
 import subprocess
@@ -150,3 +151,35 @@ def test_the_portal_starts_with_a_key_or_in_debug(tmp_path, extra):
     result = manage(portal_env(tmp_path, **extra), "check")
 
     assert result.returncode == 0, result.stderr
+
+
+def test_the_shipped_gunicorn_config_keeps_connections_alive(tmp_path):
+    """Without nginx in front, clients reach gunicorn directly: deploy/gunicorn.conf.py keeps
+    their connection between requests (sync workers closed it after each answer, and every
+    request paid a reconnect: bench item 4, gunicorn alone)."""
+    env = portal_env(tmp_path, DEBUG="0", SECRET_KEY="test-" + "x" * 50, SECURE_SSL_REDIRECT="0")
+    assert manage(env, "migrate", "-v0").returncode == 0
+    port = free_port()
+    env["GUNICORN_BIND"] = f"127.0.0.1:{port}"
+    config = str(REPO / "deploy" / "gunicorn.conf.py")
+    command = [sys.executable, "-m", "gunicorn", "--config", config, "resourcesync_portal.wsgi"]
+    server = subprocess.Popen(
+        command, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    try:
+        wait_until_answering(f"http://127.0.0.1:{port}/.well-known/resourcesync", server)
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        sockets = []
+        for _ in range(2):
+            connection.request("GET", "/.well-known/resourcesync")
+            response = connection.getresponse()
+            assert response.status == 200
+            assert b"<urlset" in response.read()
+            sockets.append(connection.sock)  # None once the server said "Connection: close"
+        connection.close()
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+    assert sockets[0] is not None
+    assert sockets[1] is sockets[0]
