@@ -96,6 +96,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     )
 
 
+@pytest.fixture(params=["database", "elasticsearch"])
+def backend(request, settings) -> str:
+    """A behaviour test that asks for it runs once per generator."""
+    if request.param == "elasticsearch":
+        request.getfixturevalue("use_elasticsearch")
+    else:
+        settings.RESOURCESYNC_GENERATORS = {
+            "default": {"BACKEND": "sources.generators.database.DatabaseGenerator"}
+        }
+    return request.param
+
+
 @pytest.fixture(scope="session")
 def django_db_modify_db_settings(
     django_db_modify_db_settings_parallel_suffix: None,

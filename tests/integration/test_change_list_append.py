@@ -30,21 +30,11 @@ from .test_re_resolve import MOVED, FileSet, url_event
 pytestmark = pytest.mark.django_db
 #: Within the first list's rotation period, which starts at the earliest change.
 T0 = datetime.now(UTC).replace(microsecond=0) - timedelta(hours=1)
-DATABASE = {"BACKEND": "sources.generators.database.DatabaseGenerator"}
 
 
 @pytest.fixture(autouse=True)
 def storage(settings, tmp_path):
     store_documents_in(settings, tmp_path / "documents")
-
-
-@pytest.fixture(params=["database", "elasticsearch"])
-def backend(request, settings) -> str:
-    if request.param == "elasticsearch":
-        request.getfixturevalue("use_elasticsearch")
-    else:
-        settings.RESOURCESYNC_GENERATORS = {"default": DATABASE}
-    return request.param
 
 
 def at(minutes: float) -> datetime:

@@ -47,22 +47,11 @@ PREFIX = "http://data.example.org/acme/files/"
 MOVED = "https://files.example.net/archive/acme/"
 ELSEWHERE = "http://elsewhere.example.com/kept.txt"
 LASTMOD = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
-DATABASE = {"BACKEND": "sources.generators.database.DatabaseGenerator"}
 
 
 @pytest.fixture(autouse=True)
 def storage(settings, tmp_path: Path) -> None:
     store_documents_in(settings, tmp_path / "documents")
-
-
-@pytest.fixture(params=["database", "elasticsearch"])
-def backend(request, settings) -> str:
-    """Each behaviour test runs once per generator."""
-    if request.param == "elasticsearch":
-        request.getfixturevalue("use_elasticsearch")
-    else:
-        settings.RESOURCESYNC_GENERATORS = {"default": DATABASE}
-    return request.param
 
 
 class FileSet:
