@@ -534,13 +534,14 @@ class RegenerationRun:
         frame = resource_list_frame(
             at=self.at,
             capability_list_url=self.capability_list_url,
-            index_url=links.resource_list_url(self.resource_set) if in_index else None,
+            index_url=self.resource_list_index_url(in_index),
         )
-        limits = {
-            "max_entries": self.capabilities.entries_per_document,
-            "max_bytes": self.max_bytes,
-        }
-        return join_parts(frame, parts, **limits)
+        return join_parts(
+            frame,
+            parts,
+            max_entries=self.capabilities.entries_per_document,
+            max_bytes=self.max_bytes,
+        )
 
     def store(self, public_name: str, result: DocumentPage[ResourceRecord]) -> StoredPage:
         name, etag = save_document(self.directory, public_name, result.content)
