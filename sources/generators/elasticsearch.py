@@ -23,7 +23,7 @@ from django.db.models import Min
 from elasticsearch import Elasticsearch
 
 from sitemaps.protocol.records import ChangeRecord, ResourceRecord
-from sources.documents import DEFAULT_INDEX_PREFIX
+from sources.documents import DEFAULT_INDEX_PREFIX, RESOURCE_RECORD_FIELDS
 from sources.indexing import Mirror
 from sources.models import Change, ResourceSet
 
@@ -92,7 +92,7 @@ CHANGES_FROM_DOC_VALUES = Reading(FROM_DOC_VALUES, _change_from_doc_values)
 #: Indices older than mapping version 3 (until `reconcile --rebuild`): the
 #: fields records need, picked from `_source` with `filter_path` rather than
 #: source filtering, which spares the node a parse of every `_source`.
-RESOURCE_FIELDS = ("key", "uri", "lastmod", "length", "md5", "mime", "sha256", "ln")
+RESOURCE_FIELDS = (*RESOURCE_RECORD_FIELDS, "ln")
 RESOURCES_FROM_SOURCE = Reading(
     {"filter_path": _source_paths(*RESOURCE_FIELDS)}, _resource_from_source
 )

@@ -96,6 +96,6 @@ def change_record_from_value(value: str) -> ChangeRecord:
     fields[4] = _parse_instant(fields[4])
     if fields[5] is not None:
         fields[5] = _parse_instant(fields[5])
-    fields[7:10] = [value or "" for value in fields[7:10]]
+    fields[7:10] = [text or "" for text in fields[7:10]]
     fields[10] = _links(fields[10])
     return _record(ChangeRecord, fields)
