@@ -341,7 +341,7 @@ def resource_url(record: ResourceRecord) -> bytes:
             markup += f'<rs:ln rel="{rel}" href="{href}" type="{link_type}"/>'
             values += f"{rel}{href}{link_type}"
         else:
-            if values.isascii() and 0 not in values.encode().translate(_PLAIN_BYTES):
+            if _is_plain(values):
                 return f"{markup}</url>".encode()
     return _RESOURCE_LIST.resource_entry(
         loc,
