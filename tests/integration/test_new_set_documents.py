@@ -220,3 +220,25 @@ def test_a_new_set_takes_events_dated_from_its_creation_on(client):
     assert rejected.value.errors[0].field == "datetime"
     document = parse_document(read(client, f"{HOST}/resourcesync/acme/log/changelist.xml", None))
     assert [entry.loc for entry in document.entries] == ["http://data.example.org/new"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_set_created_before_the_elasticsearch_indices_exist_serves_its_documents(
+    use_elasticsearch, client, caplog
+):
+    """The README lets the first indexing create the indices: a set created before
+    any (no `search_index --create` yet) writes its empty documents, logging no error."""
+    use_elasticsearch.mirror.delete_indices()
+
+    call_command(
+        "create_resource_set",
+        "acme",
+        "reports",
+        "--url-prefix",
+        "https://data.example.org/reports/",
+        stdout=io.StringIO(),
+    )
+
+    assert [record.getMessage() for record in caplog.records if record.levelname == "ERROR"] == []
+    resource_set = ResourceSet.objects.get(slug="reports")
+    assert capabilities(crawl(client), resource_set) == ["resourcelist", "changelist"]
