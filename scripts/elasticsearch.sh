@@ -19,6 +19,10 @@ URL="http://127.0.0.1:$ES_PORT"
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 DIR=${ES_HOME_DIR:-$REPO/.cache/elasticsearch}
 FALLBACK_DIR=/var/tmp/resourcesync-elasticsearch
+WHERE="at $URL"
+STOP_SECONDS=60
+# shellcheck source=SCRIPTDIR/lib/pidfile.sh
+source "$REPO/scripts/lib/pidfile.sh"
 
 log() { echo "elasticsearch: $*" >&2; }
 
@@ -43,7 +47,6 @@ prepare_dir() {
     LOGFILE=$DIR/logs/resourcesync-test.log
 }
 
-pid() { [[ -s $PIDFILE ]] && kill -0 "$(cat "$PIDFILE")" 2>/dev/null && cat "$PIDFILE"; }
 healthy() { curl -fsS -m 5 "$URL/_cluster/health?wait_for_status=yellow&timeout=2s" >/dev/null 2>&1; }
 
 fetch() {
@@ -77,7 +80,7 @@ need() {
 
 start() {
     if [[ -n $(pid) ]]; then
-        log "already running (pid $(pid)) at $URL"
+        log "already running (pid $(pid)) $WHERE"
         return
     fi
     need curl curl
@@ -128,28 +131,6 @@ fail() {
     tail -n 15 "$([[ -s $LOGFILE ]] && echo "$LOGFILE" || echo "$DIR/logs/startup.out")" >&2 || true
     stop >/dev/null 2>&1 || true
     exit 1
-}
-
-stop() {
-    local p
-    p=$(pid) || { log "not running"; rm -f "$PIDFILE"; return; }
-    kill "$p"
-    for _ in $(seq 60); do
-        kill -0 "$p" 2>/dev/null || { rm -f "$PIDFILE"; log "stopped"; return; }
-        sleep 1
-    done
-    log "still running after 60 s, killing"
-    kill -9 "$p" 2>/dev/null || true
-    rm -f "$PIDFILE"
-}
-
-status() {
-    if [[ -n $(pid) ]]; then
-        echo "running (pid $(pid)) at $URL"
-    else
-        echo "stopped"
-        return 3
-    fi
 }
 
 prepare_dir "${1:-}"

@@ -13,9 +13,12 @@ REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 DIR=${REDIS_DIR:-$REPO/.cache/redis}
 PIDFILE=$DIR/redis-$REDIS_PORT.pid
 LOGFILE=$DIR/redis-$REDIS_PORT.log
+WHERE="on 127.0.0.1:$REDIS_PORT"
+STOP_SECONDS=10
+# shellcheck source=SCRIPTDIR/lib/pidfile.sh
+source "$REPO/scripts/lib/pidfile.sh"
 
 log() { echo "redis: $*" >&2; }
-pid() { [[ -s $PIDFILE ]] && kill -0 "$(cat "$PIDFILE")" 2>/dev/null && cat "$PIDFILE"; }
 answers() { [[ $(redis-cli -h 127.0.0.1 -p "$REDIS_PORT" ping 2>/dev/null) == PONG ]]; }
 
 ensure_installed() {
@@ -32,7 +35,7 @@ ensure_installed() {
 start() {
     ensure_installed
     if [[ -n $(pid) ]]; then
-        log "already running (pid $(pid)) on 127.0.0.1:$REDIS_PORT"
+        log "already running (pid $(pid)) $WHERE"
         return
     fi
     if answers; then
@@ -45,34 +48,13 @@ start() {
         --pidfile "$PIDFILE" --logfile "$LOGFILE" --dir "$DIR" \
         --save "" --appendonly no 9>&-
     for _ in $(seq 60); do
-        answers && { log "ready (pid $(pid)) on 127.0.0.1:$REDIS_PORT"; return; }
+        answers && { log "ready (pid $(pid)) $WHERE"; return; }
         sleep 0.5
     done
     log "cannot start; the tail of $LOGFILE:"
     tail -n 20 "$LOGFILE" >&2 || true
     stop >/dev/null 2>&1 || true
     exit 1
-}
-
-stop() {
-    local p
-    p=$(pid) || { log "not running"; rm -f "$PIDFILE"; return; }
-    kill "$p"
-    for _ in $(seq 50); do
-        kill -0 "$p" 2>/dev/null || { rm -f "$PIDFILE"; log "stopped"; return; }
-        sleep 0.2
-    done
-    kill -9 "$p" 2>/dev/null || true
-    rm -f "$PIDFILE"
-}
-
-status() {
-    if [[ -n $(pid) ]]; then
-        echo "running (pid $(pid)) on 127.0.0.1:$REDIS_PORT"
-    else
-        echo "stopped"
-        return 3
-    fi
 }
 
 case ${1:-} in

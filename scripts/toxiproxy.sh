@@ -23,9 +23,12 @@ DIR=${TOXIPROXY_DIR:-$REPO/.cache/toxiproxy}
 BINARY=$DIR/bin/toxiproxy-server-$TOXIPROXY_VERSION
 PIDFILE=$DIR/toxiproxy-$TOXIPROXY_PORT.pid
 LOGFILE=$DIR/toxiproxy-$TOXIPROXY_PORT.log
+WHERE="on 127.0.0.1:$TOXIPROXY_PORT"
+STOP_SECONDS=5
+# shellcheck source=SCRIPTDIR/lib/pidfile.sh
+source "$REPO/scripts/lib/pidfile.sh"
 
 log() { echo "toxiproxy: $*" >&2; }
-pid() { [[ -s $PIDFILE ]] && kill -0 "$(cat "$PIDFILE")" 2>/dev/null && cat "$PIDFILE"; }
 answers() { curl -fsS --max-time 2 "http://127.0.0.1:$TOXIPROXY_PORT/version" >/dev/null 2>&1; }
 
 go_binary() {
@@ -55,7 +58,7 @@ install() {
 start() {
     install
     if [[ -n $(pid) ]]; then
-        log "already running (pid $(pid)) on 127.0.0.1:$TOXIPROXY_PORT"
+        log "already running (pid $(pid)) $WHERE"
         return
     fi
     if answers; then
@@ -68,7 +71,7 @@ start() {
         >"$LOGFILE" 2>&1 </dev/null 9>&- &
     echo $! >"$PIDFILE"
     for _ in $(seq 100); do
-        answers && { log "ready (pid $(pid)) on 127.0.0.1:$TOXIPROXY_PORT"; return; }
+        answers && { log "ready (pid $(pid)) $WHERE"; return; }
         [[ -n $(pid) ]] || break
         sleep 0.1
     done
@@ -76,27 +79,6 @@ start() {
     tail -n 20 "$LOGFILE" >&2 || true
     stop >/dev/null 2>&1 || true
     exit 1
-}
-
-stop() {
-    local p
-    p=$(pid) || { log "not running"; rm -f "$PIDFILE"; return; }
-    kill "$p"
-    for _ in $(seq 50); do
-        kill -0 "$p" 2>/dev/null || { rm -f "$PIDFILE"; log "stopped"; return; }
-        sleep 0.1
-    done
-    kill -9 "$p" 2>/dev/null || true
-    rm -f "$PIDFILE"
-}
-
-status() {
-    if [[ -n $(pid) ]]; then
-        echo "running (pid $(pid)) on 127.0.0.1:$TOXIPROXY_PORT"
-    else
-        echo "stopped"
-        return 3
-    fi
 }
 
 case ${1:-} in

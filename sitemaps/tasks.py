@@ -120,12 +120,15 @@ def write_missing_documents(resource_set_id: int, *, now: bool) -> None:
     A new set is empty, so its (empty) documents are written `now`, before
     anyone can read its Capability List; a capability turned on for a full
     set is queued. If writing now fails, the queued task retries it.
+    The mirror indexes first: a new portal's first indexing creates the
+    indices its generator reads (README), and a new set may come before any.
     """
     resource_set = ResourceSet.objects.select_related("provider").filter(pk=resource_set_id).first()
     if resource_set is None or not missing_documents(resource_set):
         return
     if now:
         try:
+            get_generator().index_pending(resource_set.pk)
             regenerate(resource_set)
             return
         except Exception:

@@ -137,18 +137,23 @@ def test_a_set_created_in_the_admin_serves_every_document_it_advertises(admin_cl
     )
 
 
-@pytest.mark.django_db(transaction=True)
-def test_a_protected_set_created_by_the_command_serves_every_document_to_its_token(client):
+def create_by_command(*options: str) -> ResourceSet:
+    """acme/reports, created by `create_resource_set` as an operator would (committed)."""
     call_command(
         "create_resource_set",
         "acme",
         "reports",
         "--url-prefix",
         "https://data.example.org/reports/",
-        "--protected",
+        *options,
         stdout=io.StringIO(),
     )
-    resource_set = ResourceSet.objects.get(slug="reports")
+    return ResourceSet.objects.get(slug="reports")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_protected_set_created_by_the_command_serves_every_document_to_its_token(client):
+    resource_set = create_by_command("--protected")
     _, key = ApiToken.issue(provider=resource_set.provider)
 
     documents = crawl(client, key)
@@ -220,3 +225,17 @@ def test_a_new_set_takes_events_dated_from_its_creation_on(client):
     assert rejected.value.errors[0].field == "datetime"
     document = parse_document(read(client, f"{HOST}/resourcesync/acme/log/changelist.xml", None))
     assert [entry.loc for entry in document.entries] == ["http://data.example.org/new"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_set_created_before_the_elasticsearch_indices_exist_serves_its_documents(
+    use_elasticsearch, client, caplog
+):
+    """The README lets the first indexing create the indices: a set created before
+    any (no `search_index --create` yet) writes its empty documents, logging no error."""
+    use_elasticsearch.mirror.delete_indices()
+
+    resource_set = create_by_command()
+
+    assert [record.getMessage() for record in caplog.records if record.levelname == "ERROR"] == []
+    assert capabilities(crawl(client), resource_set) == ["resourcelist", "changelist"]
