@@ -21,7 +21,8 @@ from typing import Any
 import orjson
 from django.core.cache import cache
 from django.db import transaction
-from django.db.models import Count, QuerySet, Sum
+from django.db.models import Count, QuerySet, Sum, TextField
+from django.db.models.functions import Cast
 from django_elasticsearch_dsl import Index
 from elasticsearch import Elasticsearch
 from elasticsearch.serializer import OrjsonSerializer
@@ -49,6 +50,8 @@ BULK_ACTIONS = 2 * BATCH_SIZE
 CLAIM_SECONDS = 120
 #: How often a long indexing run makes its work searchable and marks it done.
 REFRESH_EVERY_SECONDS = 1.0
+#: ... or this many times as long as the last refresh and marking took, if longer.
+REFRESH_COST_MULTIPLE = 4
 #: Keys read per search when reconcile compares the mirror with the database.
 KEYS_PER_SEARCH = 10_000
 #: Changes marked indexed per UPDATE (SQLite allows 32,766 parameters).
@@ -145,8 +148,28 @@ def _pending(resource_set_id: int | None) -> QuerySet[Change]:
     return pending
 
 
-#: A row as a run sent it: its URI and links (what `sources.re_resolve` rewrites).
-RowState = tuple[str, Any]
+#: A row as a run sent it: its URI and links as stored JSON text (what `sources.re_resolve`
+#: rewrites).
+RowState = tuple[str, str | None]
+
+
+def _with_ln_text(rows: QuerySet[Any]) -> QuerySet[Any]:
+    """The rows with `ln_text`, their links' stored JSON as text (no JSONField decoding)."""
+    return rows.annotate(ln_text=Cast("ln", output_field=TextField()))
+
+
+def _read_rows(rows: QuerySet[Any], fields: tuple[str, ...]) -> list[dict[str, Any]]:
+    """`rows.values(*fields)`, with `ln` decoded by orjson and its text kept as `ln_text`.
+
+    Django's JSONField converter cost about as much as building the rest of a
+    document; the text also lets `_mark_unchanged` compare links without decoding them.
+    """
+    names = [name for name in fields if name != "ln"]
+    found = list(_with_ln_text(rows).values(*names, "ln_text"))
+    for row in found:
+        text = row["ln_text"]
+        row["ln"] = None if text is None else orjson.loads(text)
+    return found
 
 
 class Sent:
@@ -181,12 +204,15 @@ def _mark_unchanged(sent: Sent, ids: list[int]) -> None:
     with transaction.atomic():
         for set_id in sorted({sent.changes[pk][0] for pk in ids}):
             resource_set_lock(resource_set=ResourceSet(pk=set_id))
-        rows = Change.objects.filter(pk__in=ids).values_list("pk", "uri", "ln", "resource_key")
+        rows = _with_ln_text(Change.objects.filter(pk__in=ids))
+        rows = rows.values_list("pk", "uri", "ln_text", "resource_key")
         changes = {pk: ((uri, ln), key) for pk, uri, ln, key in rows}
         keys = {sent.changes[pk][2] for pk in ids} - {None}
         resources = {
             pk: (uri, ln)
-            for pk, uri, ln in Resource.objects.filter(pk__in=keys).values_list("pk", "uri", "ln")
+            for pk, uri, ln in _with_ln_text(Resource.objects.filter(pk__in=keys)).values_list(
+                "pk", "uri", "ln_text"
+            )
         }
         unchanged = [
             pk
@@ -336,10 +362,10 @@ class Mirror:
         ordered = sorted(keys)
         for start in range(0, len(ordered), BATCH_SIZE):
             chunk = ordered[start : start + BATCH_SIZE]
-            rows = list(Resource.objects.filter(pk__in=chunk).values(*RESOURCE_FIELDS))
+            rows = _read_rows(Resource.objects.filter(pk__in=chunk), RESOURCE_FIELDS)
             paths = set_paths(row["resource_set_id"] for row in rows)
             for row in rows:
-                sent.resources[row["id"]] = (row["uri"], row["ln"])
+                sent.resources[row["id"]] = (row["uri"], row["ln_text"])
                 source = resource_source(row, paths[row["resource_set_id"]])
                 yield {"index": {"_index": self.resources_index, "_id": str(row["id"])}}, source
             for key in set(chunk) - {row["id"] for row in rows}:
@@ -348,12 +374,12 @@ class Mirror:
 
     def _index_change_rows(self, change_ids: list[int]) -> Sent:
         """Index these changes and the current state of the resources they touched."""
-        rows = list(Change.objects.filter(pk__in=change_ids).values(*CHANGE_FIELDS))
+        rows = _read_rows(Change.objects.filter(pk__in=change_ids), CHANGE_FIELDS)
         paths = set_paths(row["resource_set_id"] for row in rows)
         touched = {row["resource_key"] for row in rows if row["resource_key"]}
         sent = Sent()
         for row in rows:
-            state = (row["uri"], row["ln"])
+            state = (row["uri"], row["ln_text"])
             sent.changes[row["id"]] = (row["resource_set_id"], state, row["resource_key"] or None)
         changes = (
             ({"index": {"_index": self.changes_index, "_id": str(row["id"])}},
@@ -397,30 +423,39 @@ class Mirror:
 
         Every REFRESH_EVERY_SECONDS, and at the end, the indices are refreshed
         and the sent changes marked indexed (and the claim renewed), so a long
-        backlog becomes visible as it goes without a refresh per batch.
+        backlog becomes visible as it goes without a refresh per batch. A
+        refresh and its marking stop the batches; when they take long (a busy
+        node, a large set) the next one waits REFRESH_COST_MULTIPLE times as
+        long, so they never take more than a small share of a backlog's time.
         """
         self.ensure_indices()
         pending = _pending(resource_set_id)
         done, last = 0, 0
         sent = Sent()
-        refreshed = time.monotonic()
+        refreshed, interval = time.monotonic(), REFRESH_EVERY_SECONDS
         while True:
             keys = pending.filter(pk__gt=last).order_by("pk").values_list("pk", flat=True)
             batch = list(keys[:BATCH_SIZE])
             if batch:
                 sent.add(self._index_change_rows(batch))
                 last = batch[-1]
-            if sent and (not batch or time.monotonic() - refreshed >= REFRESH_EVERY_SECONDS):
-                self.refresh()
-                _mark_indexed(sent)
-                cache.touch(claim, CLAIM_SECONDS)
-                if resource_set_id is not None:
-                    changes_indexed.send_robust(sender=Mirror, resource_set_id=resource_set_id)
+            if sent and (not batch or time.monotonic() - refreshed >= interval):
+                started = time.monotonic()
+                self._publish(sent, resource_set_id, claim)
                 done += len(sent)
                 sent = Sent()
                 refreshed = time.monotonic()
+                interval = max(REFRESH_EVERY_SECONDS, REFRESH_COST_MULTIPLE * (refreshed - started))
             if not batch:
                 return done
+
+    def _publish(self, sent: Sent, resource_set_id: int | None, claim: str) -> None:
+        """Refresh, mark the sent changes indexed, renew the claim, tell the set's listeners."""
+        self.refresh()
+        _mark_indexed(sent)
+        cache.touch(claim, CLAIM_SECONDS)
+        if resource_set_id is not None:
+            changes_indexed.send_robust(sender=Mirror, resource_set_id=resource_set_id)
 
     def reconcile(self, resource_sets: Iterable[ResourceSet] | None = None) -> ReconcileReport:
         """Bring both indices in line with the database and say what was fixed."""

@@ -422,3 +422,34 @@ def test_rows_re_resolved_between_a_send_and_its_mark_are_sent_again(
     for index in (mirror.resources_index, mirror.changes_index):
         hits = mirror.client.search(index=index, query={"match_all": {}})["hits"]["hits"]
         assert [hit["_source"]["uri"] for hit in hits] == [new + "a.txt"], index
+
+
+# Refreshing a long backlog.
+
+
+def test_a_slow_refresh_spaces_out_the_next_ones_but_every_change_is_indexed(
+    use_elasticsearch, monkeypatch
+):
+    """Refreshing and marking stop the batches: when they are slow, a backlog does fewer."""
+    import time
+
+    from sources import indexing
+
+    resource_set = make_set()
+    with muted_indexing():
+        created(resource_set, 50)
+    monkeypatch.setattr(indexing, "BATCH_SIZE", 10)
+    monkeypatch.setattr(indexing, "REFRESH_EVERY_SECONDS", 0)
+    original = indexing.Mirror._publish
+    published = []
+
+    def slow_publish(self, sent, resource_set_id, claim):
+        time.sleep(0.5)  # a busy node: the next refresh waits about 2 s
+        published.append(len(sent))
+        original(self, sent, resource_set_id, claim)
+
+    monkeypatch.setattr(indexing.Mirror, "_publish", slow_publish)
+    assert use_elasticsearch.index_pending(resource_set.pk) == 50
+    assert published == [10, 40]
+    assert es_count(use_elasticsearch.mirror, use_elasticsearch.mirror.changes_index) == 50
+    assert not Change.objects.filter(indexed=False).exists()
