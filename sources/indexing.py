@@ -50,7 +50,8 @@ BULK_ACTIONS = 2 * BATCH_SIZE
 CLAIM_SECONDS = 120
 #: How often a long indexing run makes its work searchable and marks it done.
 REFRESH_EVERY_SECONDS = 1.0
-#: ... or this many times as long as the last refresh and marking took, if longer.
+#: ... or this many times as long as the last refresh and marking took, if longer
+#: (at most a quarter of CLAIM_SECONDS: each refresh renews the claim).
 REFRESH_COST_MULTIPLE = 4
 #: Keys read per search when reconcile compares the mirror with the database.
 KEYS_PER_SEARCH = 10_000
@@ -170,6 +171,12 @@ def _read_rows(rows: QuerySet[Any], fields: tuple[str, ...]) -> list[dict[str, A
         text = row["ln_text"]
         row["ln"] = None if text is None else orjson.loads(text)
     return found
+
+
+def _refresh_interval(cost: float) -> float:
+    """Seconds to the next refresh of a backlog, given what the last one cost."""
+    spaced = max(REFRESH_EVERY_SECONDS, REFRESH_COST_MULTIPLE * cost)
+    return min(spaced, CLAIM_SECONDS / 4)
 
 
 class Sent:
@@ -445,7 +452,7 @@ class Mirror:
                 done += len(sent)
                 sent = Sent()
                 refreshed = time.monotonic()
-                interval = max(REFRESH_EVERY_SECONDS, REFRESH_COST_MULTIPLE * (refreshed - started))
+                interval = _refresh_interval(refreshed - started)
             if not batch:
                 return done
 

@@ -453,3 +453,34 @@ def test_a_slow_refresh_spaces_out_the_next_ones_but_every_change_is_indexed(
     assert published == [10, 40]
     assert es_count(use_elasticsearch.mirror, use_elasticsearch.mirror.changes_index) == 50
     assert not Change.objects.filter(indexed=False).exists()
+
+
+def test_a_slow_refresh_never_lets_the_claim_lapse(use_elasticsearch, monkeypatch):
+    """Spaced-out refreshes still renew the set's claim before it lapses."""
+    import itertools
+    import time
+
+    from sources import indexing
+
+    resource_set = make_set()
+    with muted_indexing():
+        created(resource_set, 100)
+    monkeypatch.setattr(indexing, "BATCH_SIZE", 5)
+    monkeypatch.setattr(indexing, "CLAIM_SECONDS", 4)
+    original_publish, original_rows = indexing.Mirror._publish, indexing.Mirror._index_change_rows
+    renewed = []
+
+    def slow_publish(self, sent, resource_set_id, claim):
+        time.sleep(1)  # spaced out 4x, the next renewal would come after the claim lapsed
+        original_publish(self, sent, resource_set_id, claim)
+        renewed.append(time.monotonic())
+
+    def slow_rows(self, change_ids):
+        time.sleep(0.25)
+        return original_rows(self, change_ids)
+
+    monkeypatch.setattr(indexing.Mirror, "_publish", slow_publish)
+    monkeypatch.setattr(indexing.Mirror, "_index_change_rows", slow_rows)
+    assert use_elasticsearch.index_pending(resource_set.pk) == 100
+    gaps = [later - earlier for earlier, later in itertools.pairwise(renewed)]
+    assert max(gaps) < indexing.CLAIM_SECONDS, gaps
