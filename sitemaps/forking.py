@@ -71,8 +71,8 @@ def release_free_memory() -> None:
     A regenerating process with a long history (a bench's load and indexing,
     a worker's earlier runs) keeps freed heap resident. A forked builder's
     allocations land in those free chunks, so each touched page is copied:
-    the same run peaked at 219 MiB in such a process and 170 MiB in a fresh
-    one (bench/README.md). Released pages come back to a builder as new zero
+    a full run of 1,000,000 peaked at 204-219 MiB in the bench's process and
+    170-174 MiB in a fresh one (bench/README.md). Released pages come back to a builder as new zero
     pages, counted once. Elsewhere than Linux's glibc, nothing.
     """
     if not sys.platform.startswith("linux"):
