@@ -55,15 +55,25 @@ def _source_paths(*fields: str) -> list[str]:
     return [*(f"hits.hits._source.{name}" for name in names), "hits.hits.sort"]
 
 
+def _sort_values(hit: dict[str, Any]) -> list[Any]:
+    return hit["sort"]
+
+
 class Reading(NamedTuple):
-    """What a search asks for of its hits, and the record of a hit."""
+    """What a search asks for of its hits, the record of a hit, and what the next resumes after."""
 
     params: dict[str, Any]
     record: Callable[[dict[str, Any]], Any]
+    resume: Callable[[dict[str, Any]], list[Any]] = _sort_values
 
 
 def _resource_from_doc_values(hit: dict[str, Any]) -> ResourceRecord:
     return resource_record_from_value(hit["fields"][RECORD][0])
+
+
+def _after_resource(hit: dict[str, Any]) -> list[Any]:
+    """Resources sort on their key alone, which their record holds: no sort values needed."""
+    return [_resource_from_doc_values(hit).key]
 
 
 def _change_from_doc_values(hit: dict[str, Any]) -> ChangeRecord:
@@ -87,7 +97,12 @@ FROM_DOC_VALUES = {
     "docvalue_fields": [RECORD],
     "filter_path": [f"hits.hits.fields.{RECORD}", "hits.hits.sort"],
 }
-RESOURCES_FROM_DOC_VALUES = Reading(FROM_DOC_VALUES, _resource_from_doc_values)
+#: Without the sort values, a tenth less to write and parse a hit.
+RESOURCES_FROM_DOC_VALUES = Reading(
+    {**FROM_DOC_VALUES, "filter_path": [f"hits.hits.fields.{RECORD}"]},
+    _resource_from_doc_values,
+    _after_resource,
+)
 CHANGES_FROM_DOC_VALUES = Reading(FROM_DOC_VALUES, _change_from_doc_values)
 #: Indices older than mapping version 3 (until `reconcile --rebuild`): the
 #: fields records need, picked from `_source` with `filter_path` rather than
@@ -239,7 +254,7 @@ class ElasticsearchGenerator(BaseGenerator):
             hits = search(search_after)
             while True:
                 full = len(hits) == batch_size
-                following = prefetch.submit(search, hits[-1]["sort"]) if full else None
+                following = prefetch.submit(search, reading.resume(hits[-1])) if full else None
                 for hit in hits:
                     yield record(hit)
                 if following is None:

@@ -9,7 +9,7 @@ behaviour suite asserts both give identical records and documents.
 
 from __future__ import annotations
 
-import base64
+import binascii
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
@@ -29,7 +29,8 @@ def as_datetime(value: datetime | str | None) -> datetime | None:
 #: builds one record (and one link) per entry, a million in a full run.
 _record = tuple.__new__
 _parse_instant = datetime.fromisoformat
-_decode = base64.b64decode
+#: `base64.b64decode` without its Python-level checks: a tenth of a hit's decoding.
+_decode = binascii.a2b_base64
 
 
 def links_from(ln: Sequence[Mapping[str, Any]] | None) -> tuple[Link, ...]:
