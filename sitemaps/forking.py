@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
+from typing import Any
 
 from django.db import connection, connections
 
@@ -48,6 +49,13 @@ def can_fork() -> bool:
     )
 
 
+def _glibc(name: str) -> Any:
+    """glibc's function `name` on Linux; None elsewhere or where the C library lacks it."""
+    if not sys.platform.startswith("linux"):
+        return None
+    return getattr(ctypes.CDLL(None), name, None)
+
+
 def map_large_buffers() -> None:
     """Give each large buffer (a page, a search response) a mapping freed whole.
 
@@ -58,9 +66,7 @@ def map_large_buffers() -> None:
     Fixed at its default, the threshold no longer grows. It is set in the
     process, so forked builders inherit it; elsewhere than Linux's glibc, nothing.
     """
-    if not sys.platform.startswith("linux"):
-        return
-    mallopt = getattr(ctypes.CDLL(None), "mallopt", None)
+    mallopt = _glibc("mallopt")
     if mallopt is not None:
         mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES)
 
@@ -75,9 +81,7 @@ def release_free_memory() -> None:
     170-174 MiB in a fresh one (bench/README.md). Released pages come back to a builder as new zero
     pages, counted once. Elsewhere than Linux's glibc, nothing.
     """
-    if not sys.platform.startswith("linux"):
-        return
-    malloc_trim = getattr(ctypes.CDLL(None), "malloc_trim", None)
+    malloc_trim = _glibc("malloc_trim")
     if malloc_trim is not None:
         malloc_trim(0)
 
