@@ -12,8 +12,9 @@ TIMEOUT (seconds per request) and OPTIONS (more `Elasticsearch()` arguments).
 
 from __future__ import annotations
 
+import os
 import re
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import Any, ClassVar, NamedTuple
@@ -21,6 +22,7 @@ from typing import Any, ClassVar, NamedTuple
 from django.core.exceptions import ImproperlyConfigured
 from django.db.models import Min
 from elasticsearch import Elasticsearch
+from elasticsearch.serializer import OrjsonSerializer
 
 from sitemaps.protocol.records import ChangeRecord, ResourceRecord
 from sources.documents import DEFAULT_INDEX_PREFIX, RESOURCE_RECORD_FIELDS
@@ -59,21 +61,55 @@ def _sort_values(hit: dict[str, Any]) -> list[Any]:
     return hit["sort"]
 
 
+def _hits(body: dict[str, Any]) -> list[dict[str, Any]]:
+    return body.get("hits", {}).get("hits", [])
+
+
+#: How Elasticsearch writes the hits of a search whose `filter_path` keeps only
+#: their `record` doc values: compact JSON, base64 strings without escapes.
+RECORD_VALUES_START = b'{"hits":{"hits":[{"fields":{"record":["'
+RECORD_VALUES_BETWEEN = b'"]}},{"fields":{"record":["'
+RECORD_VALUES_END = b'"]}}]}}'
+
+
+def record_values(body: bytes) -> list[bytes]:
+    """The `record` doc values of a search response body, in order.
+
+    Split out of the bytes: a quarter of the client CPU of decoding the JSON
+    into a dict a hit, and under half the memory (bench/README.md, s5-esfull).
+    A body laid out otherwise (no hits, or another writer) is decoded as JSON.
+    """
+    start, end = len(RECORD_VALUES_START), -len(RECORD_VALUES_END)
+    if body.startswith(RECORD_VALUES_START) and body.endswith(RECORD_VALUES_END):
+        values = body[start:end].split(RECORD_VALUES_BETWEEN)
+        if body.count(b'"record":') == len(values):
+            return values
+    return [hit["fields"][RECORD][0].encode() for hit in _hits(OrjsonSerializer().loads(body))]
+
+
+class RawResponses(OrjsonSerializer):
+    """Leaves a response's body as its bytes, for `record_values` to read."""
+
+    def loads(self, data: bytes) -> bytes:  # type: ignore[override]
+        return data
+
+
 class Reading(NamedTuple):
-    """What a search asks for of its hits, the record of a hit, and what the next resumes after."""
+    """What a search asks for of its hits, the record of a hit, and what the next resumes after.
+
+    `raw`: the response's body stays bytes, and `hits` reads it (`record_values`).
+    """
 
     params: dict[str, Any]
-    record: Callable[[dict[str, Any]], Any]
-    resume: Callable[[dict[str, Any]], list[Any]] = _sort_values
+    record: Callable[[Any], Any]
+    resume: Callable[[Any], list[Any]] = _sort_values
+    hits: Callable[[Any], Sequence[Any]] = _hits
+    raw: bool = False
 
 
-def _resource_from_doc_values(hit: dict[str, Any]) -> ResourceRecord:
-    return resource_record_from_value(hit["fields"][RECORD][0])
-
-
-def _after_resource(hit: dict[str, Any]) -> list[Any]:
+def _after_resource(value: bytes) -> list[Any]:
     """Resources sort on their key alone, which their record holds: no sort values needed."""
-    return [_resource_from_doc_values(hit).key]
+    return [resource_record_from_value(value).key]
 
 
 def _change_from_doc_values(hit: dict[str, Any]) -> ChangeRecord:
@@ -97,11 +133,14 @@ FROM_DOC_VALUES = {
     "docvalue_fields": [RECORD],
     "filter_path": [f"hits.hits.fields.{RECORD}", "hits.hits.sort"],
 }
-#: Without the sort values, a tenth less to write and parse a hit.
+#: Without the sort values, a tenth less to write and parse a hit; the
+#: records are read from the response's bytes.
 RESOURCES_FROM_DOC_VALUES = Reading(
     {**FROM_DOC_VALUES, "filter_path": [f"hits.hits.fields.{RECORD}"]},
-    _resource_from_doc_values,
+    resource_record_from_value,
     _after_resource,
+    record_values,
+    raw=True,
 )
 CHANGES_FROM_DOC_VALUES = Reading(FROM_DOC_VALUES, _change_from_doc_values)
 #: Indices older than mapping version 3 (until `reconcile --rebuild`): the
@@ -178,11 +217,27 @@ class ElasticsearchGenerator(BaseGenerator):
             timeout=_pop(params, "TIMEOUT", DEFAULT_TIMEOUT, _is_timeout, "a number of seconds"),
             options=_pop(params, "OPTIONS", {}, _is_dict, "a dict of Elasticsearch() arguments"),
         )  # fmt: skip
+        self._reader: Elasticsearch | None = None
+        self._reader_pid = 0
         super().__init__(params)
 
     @property
     def client(self) -> Elasticsearch:
         return self.mirror.client
+
+    @property
+    def reader(self) -> Elasticsearch:
+        """A client of this process whose responses stay bytes (`RawResponses`), for scans."""
+        if self._reader is None or self._reader_pid != os.getpid():
+            mirror = self.mirror
+            self._reader = Elasticsearch(
+                mirror.hosts,
+                request_timeout=mirror.timeout,
+                serializers={"application/json": RawResponses()},
+                **mirror.options,
+            )
+            self._reader_pid = os.getpid()
+        return self._reader
 
     @property
     def resources_index(self) -> str:
@@ -240,14 +295,14 @@ class ElasticsearchGenerator(BaseGenerator):
         the node searches while the caller renders.
         """
 
-        def search(after: list[Any] | None) -> list[dict[str, Any]]:
+        client = self.reader if reading.raw else self.client
+
+        def search(after: list[Any] | None) -> Sequence[Any]:
             body: dict[str, Any] = {"query": query, "sort": sort, "size": batch_size}
             if after is not None:
                 body["search_after"] = after
-            response = self.client.search(
-                index=index, track_total_hits=False, **reading.params, **body
-            )
-            return response.get("hits", {}).get("hits", [])
+            response = client.search(index=index, track_total_hits=False, **reading.params, **body)
+            return reading.hits(response.body)
 
         record = reading.record
         with ThreadPoolExecutor(max_workers=1) as prefetch:

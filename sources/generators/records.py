@@ -81,7 +81,7 @@ def _links(rows: list[list[str]]) -> tuple[Link, ...]:
     return tuple([_record(Link, row) for row in rows]) if rows else ()
 
 
-def resource_record_from_value(value: str) -> ResourceRecord:
+def resource_record_from_value(value: str | bytes) -> ResourceRecord:
     """A `record` doc value (`documents.record_value`) as `resource_record` reads `_source`."""
     fields = orjson.loads(_decode(value))
     fields[2] = _parse_instant(fields[2])

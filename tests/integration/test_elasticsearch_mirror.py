@@ -239,13 +239,18 @@ def test_the_generator_reads_doc_values_and_no_stored_field(use_elasticsearch, m
     resource_set = make_set()
     created(resource_set, 3)
     searches = []
-    search = use_elasticsearch.client.search
 
-    def recorded(**params):
-        searches.append(params)
-        return search(**params)
+    def record_searches(client):
+        search = client.search
 
-    monkeypatch.setattr(use_elasticsearch.client, "search", recorded)
+        def recorded(**params):
+            searches.append(params)
+            return search(**params)
+
+        monkeypatch.setattr(client, "search", recorded)
+
+    record_searches(use_elasticsearch.client)
+    record_searches(use_elasticsearch.reader)  # resources: responses read as bytes
     resources = list(use_elasticsearch.iter_resources(resource_set))
     changes = list(use_elasticsearch.iter_changes(resource_set))
 
