@@ -26,8 +26,8 @@ from elasticsearch.serializer import OrjsonSerializer
 
 from sitemaps.protocol.records import ChangeRecord, ResourceRecord
 from sources.documents import DEFAULT_INDEX_PREFIX, RESOURCE_RECORD_FIELDS
-from sources.indexing import Mirror
-from sources.models import Change, ResourceSet
+from sources.indexing import Mirror, unindexed_changes
+from sources.models import ResourceSet
 
 from .base import BaseGenerator, ReconcileReport
 from .records import (
@@ -250,7 +250,7 @@ class ElasticsearchGenerator(BaseGenerator):
     # Write side: the mirror.
 
     def needs_indexing(self, resource_set_id: int) -> bool:
-        return Change.objects.filter(resource_set_id=resource_set_id, indexed=False).exists()
+        return unindexed_changes(resource_set_id).exists()
 
     def index_pending(self, resource_set_id: int | None = None) -> int:
         return self.mirror.index_pending(resource_set_id)
@@ -274,7 +274,7 @@ class ElasticsearchGenerator(BaseGenerator):
     def visible_through(self, resource_set: ResourceSet) -> int:
         """Up to the first change not yet indexed: a page never shows a later one without it."""
         newest = super().visible_through(resource_set)
-        pending = Change.objects.filter(resource_set=resource_set, indexed=False)
+        pending = unindexed_changes(resource_set.pk)
         first_pending = pending.aggregate(first=Min("id"))["first"]
         return newest if first_pending is None else min(newest, first_pending - 1)
 
