@@ -503,17 +503,19 @@ def test_a_slow_refresh_never_lets_the_claim_lapse(use_elasticsearch, monkeypatc
     with muted_indexing():
         created(resource_set, 100)
     monkeypatch.setattr(indexing, "BATCH_SIZE", 5)
-    monkeypatch.setattr(indexing, "CLAIM_SECONDS", 4)
+    # Capped, a renewal comes every ~2 + 0.5 + 2.5 s; uncapped, only after the
+    # whole 10 s backlog (4 x 2.5 s spacing).
+    monkeypatch.setattr(indexing, "CLAIM_SECONDS", 8)
     original_publish, original_rows = indexing.Mirror._publish, indexing.Mirror._index_change_rows
     renewed = []
 
     def slow_publish(self, sent, resource_set_id, claim):
-        time.sleep(1)  # spaced out 4x, the next renewal would come after the claim lapsed
+        time.sleep(2.5)  # spaced out 4x, the next renewal would come after the claim lapsed
         original_publish(self, sent, resource_set_id, claim)
         renewed.append(time.monotonic())
 
     def slow_rows(self, change_ids):
-        time.sleep(0.25)
+        time.sleep(0.5)
         return original_rows(self, change_ids)
 
     monkeypatch.setattr(indexing.Mirror, "_publish", slow_publish)
