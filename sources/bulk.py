@@ -31,11 +31,11 @@ def _sqlite_datetime(value: datetime | None) -> str | None:
     """What Django's SQLite adapter stores (naive UTC text), without its layers."""
     if value is None:
         return None
-    if value.tzinfo is UTC:
-        value = value.replace(tzinfo=None)
-    elif value.tzinfo is not None:
-        value = value.astimezone(UTC).replace(tzinfo=None)
-    return str(value)
+    if value.tzinfo is None:
+        return value.isoformat(" ")
+    if value.tzinfo is not UTC:
+        value = value.astimezone(UTC)
+    return value.isoformat(" ")[:-6]  # without "+00:00"; no naive copy made
 
 
 def _sqlite_json(value: Any) -> str:
@@ -85,7 +85,10 @@ class BulkWriter(Generic[Row]):
     into the wrong column.
     """
 
-    def __init__(self, model: type[models.Model], row_type: type[Row]) -> None:
+    def __init__(
+        self, model: type[models.Model], row_type: type[Row], *, fixed: Sequence[str] = ()
+    ) -> None:
+        """`fixed`: fields an update never changes, left out of its SET (see `update`)."""
         meta = model._meta
         self.row_type = row_type
         fields = [concrete_field(model, name) for name in row_type._fields]
@@ -98,10 +101,15 @@ class BulkWriter(Generic[Row]):
         # Identifiers come from the model's metadata, quoted; values are parameters.
         self.insert_sql = f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({placeholders})"  # noqa: S608
         self.copy_sql = f"COPY {table} ({', '.join(columns)}) FROM STDIN"
-        assignments = ", ".join(f"{column} = %s" for column in columns)
+        unknown = set(fixed) - set(row_type._fields)
+        if unknown:
+            raise TypeError(f"fixed fields not in {row_type.__name__}: {sorted(unknown)}")
+        self.updated = [index for index, name in enumerate(row_type._fields) if name not in fixed]
+        assignments = ", ".join(f"{columns[index]} = %s" for index in self.updated)
         pk = quote(meta.pk.column)
         self.update_sql = f"UPDATE {table} SET {assignments} WHERE {pk} = %s"  # noqa: S608
-        self.update_from_arrays_sql = _update_from_arrays_sql(table, pk, meta.pk, fields)
+        updated_fields = [fields[index] for index in self.updated]
+        self.update_from_arrays_sql = _update_from_arrays_sql(table, pk, meta.pk, updated_fields)
 
     def _adapt(self, rows: Sequence[Row]) -> list[list[Any]]:
         if not isinstance(rows[0], self.row_type):
@@ -128,10 +136,16 @@ class BulkWriter(Generic[Row]):
                 cursor.executemany(self.insert_sql, values)
 
     def update(self, rows: Sequence[Row], keys: Sequence[int]) -> None:
-        """Set the fields of the rows with these primary keys (same order)."""
+        """Set the fields of the rows with these primary keys (same order), but the fixed.
+
+        SQLite rewrites the entries of every index on a column that an UPDATE
+        sets, even to the value it had: leaving out the fields that never
+        change (a resource's set and URI) halves the cost of updating a row.
+        """
         if not rows:
             return
-        values = self._adapt(rows)
+        updated = self.updated
+        values = [[row[index] for index in updated] for row in self._adapt(rows)]
         if len(values) != len(keys):
             raise ValueError(f"{len(values)} rows for {len(keys)} keys")
         with batch_cursor() as cursor:

@@ -271,7 +271,8 @@ def _apply_batch(resource_set: ResourceSet, events: list[Event], result: IngestR
         _apply_segment(resource_set, segment, result)
 
 
-_resources = BulkWriter(Resource, ResourceRow)
+#: An update finds its row by (set, URI), so it never changes either.
+_resources = BulkWriter(Resource, ResourceRow, fixed=("resource_set", "uri"))
 _changes = BulkWriter(Change, ChangeRow)
 
 

@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import IO, Any
 
+import orjson
 from django.conf import settings
 from rest_framework.exceptions import UnsupportedMediaType
 from rest_framework.parsers import BaseParser
@@ -45,6 +46,16 @@ def _parse_int(digits: str) -> int | OverlongNumber:
 
 
 _json_decoder = json.JSONDecoder(parse_int=_parse_int)
+#: Digits as "0", every other byte as " ": 19 zeros in a row may be an integer
+#: outside 64 bits, which orjson reads as a float (a regex search cost 3x orjson).
+_DIGITS_ONLY = bytes(0x30 if 0x30 <= byte <= 0x39 else 0x20 for byte in range(256))
+_LONG_NUMBER = b"0" * 19
+
+
+def _has_long_number(line: bytes) -> bool:
+    return _LONG_NUMBER in line.translate(_DIGITS_ONLY)
+
+
 #: What a decoder says about a value nested deeper than Python's recursion limit.
 TOO_DEEP = "is nested too deeply."
 
@@ -119,6 +130,17 @@ def iter_ndjson(chunks: Iterator[bytes]) -> Iterator[RawEvent]:
 
 
 def _ndjson_value(line: bytes, line_number: int) -> RawEvent:
+    """orjson first (faster, and it cannot misread what it accepts); `_json_decode` else."""
+    if not _has_long_number(line):
+        try:
+            return orjson.loads(line)
+        except orjson.JSONDecodeError:
+            pass  # the json module's messages and its leniency (NaN, lone surrogates)
+    return _json_decode(line, line_number)
+
+
+def _json_decode(line: bytes, line_number: int) -> RawEvent:
+    """The json module's reading: the reference for what a line holds or why it is refused."""
     try:
         return _json_decoder.decode(line.decode("utf-8"))
     except UnicodeDecodeError as exc:

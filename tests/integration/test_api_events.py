@@ -201,6 +201,43 @@ def test_ndjson_body_is_read_line_by_line(client, token):
     assert response.json() == counts(accepted=3, created=3)
 
 
+def test_ndjson_integers_beyond_64_bits_stay_integers(client, token):
+    # A fast JSON reader turns such literals into floats: the length would be
+    # called "not an integer" and the id refused instead of kept as its digits.
+    body = ndjson(event(length=2**64), event("created", "b.txt", id=10**24))
+
+    response = post(client, token, body, content_type="application/x-ndjson")
+
+    assert response.json()["errors"] == [
+        {"index": 0, "field": "length", "message": f"must be at most {2**63 - 1}."}
+    ]
+    response = post(client, token, ndjson(event(id=10**24)), content_type="application/x-ndjson")
+    assert response.status_code == 200, response.json()
+    assert Change.objects.get().event_id == str(10**24)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        b'{"length": 123456789012345678901234, "id": -98765432109876543210}',
+        b'{"length": 1.5e3, "id": 1E2, "x": -0, "y": [1e400, -1e-400]}',
+        b'{"length": NaN, "id": Infinity}',
+        b'{"a": "\\ud800", "b": "\\udc00\\ud83d\\ude00"}',
+        b'{"a": 1, "a": 2}',
+        b'\xef\xbb\xbf{"a": 1}',
+        b'{"a": "x\x7fy\xc2\x85"}  \r',
+        b'{"a": "tab\tinside"}',
+        b'{"a": [1,]}',
+        b'["' + b"[" * 2000 + b'"]',
+        b"[" * 1100 + b"]" * 1100,
+    ],
+)
+def test_ndjson_lines_read_as_the_json_module_reads_them(line):
+    (item,) = iter_ndjson(iter([line]))
+
+    assert repr(item) == repr(parsers._json_decode(line, 1))
+
+
 def test_links_are_resolved_and_stored(client, token):
     links = [
         {

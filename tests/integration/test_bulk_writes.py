@@ -173,3 +173,20 @@ def test_the_database_generator_reads_lastmod_back_in_utc(lastmod):
     (record,) = DatabaseGenerator().iter_resources(resource_set)
 
     assert record.lastmod == lastmod and record.lastmod.tzinfo is UTC
+
+
+def test_an_update_leaves_the_fixed_fields_as_stored():
+    resource_set = make_set()
+    writer = BulkWriter(Resource, ResourceRow, fixed=("resource_set", "uri"))
+    writer.insert([resource_row(resource_set.pk, n) for n in range(2)])
+    key = keys_by_uri(resource_set.pk, ["http://x/1"])["http://x/1"]
+
+    writer.update([resource_row(resource_set.pk, 1, uri="http://x/moved", length=5)], [key])
+
+    stored = Resource.objects.get(pk=key)
+    assert (stored.uri, stored.resource_set_id, stored.length) == ("http://x/1", resource_set.pk, 5)
+
+
+def test_a_fixed_field_must_be_one_of_the_rows():
+    with pytest.raises(TypeError, match=r"fixed fields not in ResourceRow: \['url'\]"):
+        BulkWriter(Resource, ResourceRow, fixed=("url",))
