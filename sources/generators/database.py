@@ -48,6 +48,32 @@ def _links(value: Any) -> tuple[Link, ...]:
     return tuple([_new(Link, (item["rel"], item["uri"], item.get("mime") or "")) for item in items])
 
 
+def _single_link_columns(column: str) -> str:
+    """PostgreSQL: `ln` as text only when it is not exactly one link, then that link's fields.
+
+    Writing each row's jsonb out as text took the server 1.8 µs a row and
+    decoding it here 1.3 µs more; reading the one link's rel, uri and mime
+    with `->>` costs the server 0.5 µs less and needs no decoding
+    (bench/README.md). A value that is not an array comes as text, as before.
+    """
+    first = f"{column}->0"
+    return (
+        f"CASE WHEN jsonb_typeof({column}) <> 'array' THEN {column}::text "
+        f"WHEN jsonb_array_length({column}) = 1 THEN NULL ELSE {column}::text END, "
+        f"{first}->>'rel', {first}->>'uri', {first}->>'mime'"
+    )
+
+
+def _records_with_link_columns(
+    rows: list[tuple], to_datetime: Callable[[Any], datetime]
+) -> Iterator[ResourceRecord]:
+    """Rows read with `_single_link_columns`: a lone link comes as its three fields."""
+    for key, uri, modified, length, md5, mime, sha256, ln, rel, href, link_type in rows:
+        links = _links(ln) if ln is not None else (_new(Link, (rel, href, link_type or "")),)
+        record = (key, uri, to_datetime(modified), length, md5, mime, sha256, links)
+        yield _new(ResourceRecord, record)
+
+
 def _lastmod_column() -> tuple[str, Callable[[Any], datetime]]:
     """The select expression for `lastmod` and what turns its values into aware datetimes.
 
@@ -92,11 +118,15 @@ class DatabaseGenerator(BaseGenerator):
         table = connection.ops.quote_name(Resource._meta.db_table)
         lastmod, to_datetime = _lastmod_column()
         key_uri = _columns(Resource, ["id", "uri"])
-        rest = _columns(Resource, ["length", "md5", "mime", "sha256", "ln"])
+        rest = _columns(Resource, ["length", "md5", "mime", "sha256"])
+        ln = _columns(Resource, ["ln"])
+        link_columns = connection.vendor == "postgresql"
+        if link_columns:
+            ln = _single_link_columns(ln)
         upper = "AND id <= %s " if through is not None else ""
         # Identifiers come from the model and every value is a parameter.
         sql = (
-            f"SELECT {key_uri}, {lastmod}, {rest} FROM {table} "  # noqa: S608
+            f"SELECT {key_uri}, {lastmod}, {rest}, {ln} FROM {table} "  # noqa: S608
             f"WHERE resource_set_id = %s AND id > %s {upper}ORDER BY id LIMIT %s"
         )
         bounds = [through] if through is not None else []
@@ -105,9 +135,13 @@ class DatabaseGenerator(BaseGenerator):
             with connection.cursor() as cursor:
                 cursor.execute(sql, [resource_set.pk, last, *bounds, batch_size])
                 rows = cursor.fetchall()
-            for key, uri, modified, length, md5, mime, sha256, ln in rows:
-                record = (key, uri, to_datetime(modified), length, md5, mime, sha256, _links(ln))
-                yield _new(ResourceRecord, record)
+            if link_columns:
+                yield from _records_with_link_columns(rows, to_datetime)
+            else:
+                for key, uri, modified, length, md5, mime, sha256, ln in rows:
+                    links = _links(ln)
+                    record = (key, uri, to_datetime(modified), length, md5, mime, sha256, links)
+                    yield _new(ResourceRecord, record)
             if len(rows) < batch_size:
                 return
             last = rows[-1][0]

@@ -132,6 +132,19 @@ def test_resource_records_carry_every_link_in_order(backend):
     )
 
 
+def test_a_lone_link_without_a_type_has_an_empty_mime(backend):
+    """The one-link shape the database generator reads as fields on PostgreSQL."""
+    generator, resource_set = backend
+    untyped = LinkData(rel="alternate", href_type="url", href_value="http://b/", uri="http://b/")
+    ingest_events(resource_set=resource_set, events=[event("created", "l/one", links=(untyped,))])
+    generator.index_pending()
+
+    records = {r.uri.rsplit("/", 1)[1]: r for r in generator.iter_resources(resource_set)}
+
+    assert records["one"].links == (Link("alternate", "http://b/", ""),)
+    assert type(records["one"].links[0]) is Link
+
+
 def test_a_resource_with_links_over_32_kb_keeps_them_all(backend):
     """Doc values of a keyword hold at most 32,766 bytes: the links' copy must not."""
     generator, resource_set = backend
