@@ -131,6 +131,9 @@ def _bulk_body(actions: list[BulkAction]) -> bytes:
     return b"\n".join(lines) + b"\n"
 
 
+ORJSON = OrjsonSerializer()
+
+
 def _raise_refusals(response: Any) -> None:
     """Fail on any refused action but the delete of a document already gone."""
     if not response.get("errors"):
@@ -257,24 +260,29 @@ class Mirror:
         self.timeout = timeout
         self.options = options
         self.resources_index, self.changes_index = index_names(index_prefix)
-        self._client: Elasticsearch | None = None
-        self._client_pid = 0
+        self._clients: dict[str, tuple[int, Elasticsearch]] = {}
         self._pool: ThreadPoolExecutor | None = None
         self._pool_pid = 0
         self._local = threading.local()
 
     @property
     def client(self) -> Elasticsearch:
-        """One client per process: a forked child (page builders) must not share sockets."""
-        if self._client is None or self._client_pid != os.getpid():
-            self._client = Elasticsearch(
-                self.hosts,
-                request_timeout=self.timeout,
-                serializer=OrjsonSerializer(),
-                **self.options,
+        """This process's client, its JSON read and written by orjson."""
+        return self.process_client("json", serializer=ORJSON)
+
+    def process_client(self, name: str, **settings: Any) -> Elasticsearch:
+        """The client `name` of this process, made with `settings` at first use.
+
+        One per process: a forked child (page builders) must not share sockets.
+        """
+        pid = os.getpid()
+        made = self._clients.get(name)
+        if made is None or made[0] != pid:
+            client = Elasticsearch(
+                self.hosts, request_timeout=self.timeout, **settings, **self.options
             )
-            self._client_pid = os.getpid()
-        return self._client
+            made = self._clients[name] = (pid, client)
+        return made[1]
 
     def ensure_indices(self) -> None:
         """Create both indices, with the Documents' mappings, if they are missing."""

@@ -74,6 +74,13 @@ def _records_with_link_columns(
         yield _new(ResourceRecord, record)
 
 
+def _records(rows: list[tuple], to_datetime: Callable[[Any], datetime]) -> Iterator[ResourceRecord]:
+    """Rows read with `ln` whole (SQLite: its JSON text)."""
+    for key, uri, modified, length, md5, mime, sha256, ln in rows:
+        record = (key, uri, to_datetime(modified), length, md5, mime, sha256, _links(ln))
+        yield _new(ResourceRecord, record)
+
+
 def _lastmod_column() -> tuple[str, Callable[[Any], datetime]]:
     """The select expression for `lastmod` and what turns its values into aware datetimes.
 
@@ -120,9 +127,9 @@ class DatabaseGenerator(BaseGenerator):
         key_uri = _columns(Resource, ["id", "uri"])
         rest = _columns(Resource, ["length", "md5", "mime", "sha256"])
         ln = _columns(Resource, ["ln"])
-        link_columns = connection.vendor == "postgresql"
-        if link_columns:
-            ln = _single_link_columns(ln)
+        records = _records
+        if connection.vendor == "postgresql":
+            ln, records = _single_link_columns(ln), _records_with_link_columns
         upper = "AND id <= %s " if through is not None else ""
         # Identifiers come from the model and every value is a parameter.
         sql = (
@@ -135,13 +142,7 @@ class DatabaseGenerator(BaseGenerator):
             with connection.cursor() as cursor:
                 cursor.execute(sql, [resource_set.pk, last, *bounds, batch_size])
                 rows = cursor.fetchall()
-            if link_columns:
-                yield from _records_with_link_columns(rows, to_datetime)
-            else:
-                for key, uri, modified, length, md5, mime, sha256, ln in rows:
-                    links = _links(ln)
-                    record = (key, uri, to_datetime(modified), length, md5, mime, sha256, links)
-                    yield _new(ResourceRecord, record)
+            yield from records(rows, to_datetime)
             if len(rows) < batch_size:
                 return
             last = rows[-1][0]

@@ -12,13 +12,13 @@ TIMEOUT (seconds per request) and OPTIONS (more `Elasticsearch()` arguments).
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import Any, ClassVar, NamedTuple
 
+import orjson
 from django.core.exceptions import ImproperlyConfigured
 from django.db.models import Min
 from elasticsearch import Elasticsearch
@@ -84,7 +84,7 @@ def record_values(body: bytes) -> list[bytes]:
         values = body[start:end].split(RECORD_VALUES_BETWEEN)
         if body.count(b'"record":') == len(values):
             return values
-    return [hit["fields"][RECORD][0].encode() for hit in _hits(OrjsonSerializer().loads(body))]
+    return [hit["fields"][RECORD][0].encode() for hit in _hits(orjson.loads(body))]
 
 
 class RawResponses(OrjsonSerializer):
@@ -92,6 +92,9 @@ class RawResponses(OrjsonSerializer):
 
     def loads(self, data: bytes) -> bytes:  # type: ignore[override]
         return data
+
+
+RAW_RESPONSES = RawResponses()
 
 
 class Reading(NamedTuple):
@@ -217,8 +220,6 @@ class ElasticsearchGenerator(BaseGenerator):
             timeout=_pop(params, "TIMEOUT", DEFAULT_TIMEOUT, _is_timeout, "a number of seconds"),
             options=_pop(params, "OPTIONS", {}, _is_dict, "a dict of Elasticsearch() arguments"),
         )  # fmt: skip
-        self._reader: Elasticsearch | None = None
-        self._reader_pid = 0
         super().__init__(params)
 
     @property
@@ -227,17 +228,8 @@ class ElasticsearchGenerator(BaseGenerator):
 
     @property
     def reader(self) -> Elasticsearch:
-        """A client of this process whose responses stay bytes (`RawResponses`), for scans."""
-        if self._reader is None or self._reader_pid != os.getpid():
-            mirror = self.mirror
-            self._reader = Elasticsearch(
-                mirror.hosts,
-                request_timeout=mirror.timeout,
-                serializers={"application/json": RawResponses()},
-                **mirror.options,
-            )
-            self._reader_pid = os.getpid()
-        return self._reader
+        """This process's client whose responses stay bytes (`RawResponses`), for scans."""
+        return self.mirror.process_client("raw", serializers={"application/json": RAW_RESPONSES})
 
     @property
     def resources_index(self) -> str:

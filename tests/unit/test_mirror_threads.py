@@ -22,7 +22,7 @@ def test_each_thread_waits_for_and_answers_for_its_own_request():
     """A batch sent in the background by one request thread is not taken over by another:
     its refusal is raised where it was sent, not in whichever thread sends next."""
     mirror = Mirror(hosts=["http://127.0.0.1:9"], index_prefix="t", timeout=1, options={})
-    mirror._client, mirror._client_pid = FakeClient(), os.getpid()
+    mirror._clients["json"] = (os.getpid(), FakeClient())
     sent, first_done = threading.Event(), threading.Event()
     outcomes: dict[str, BaseException | None] = {}
 
