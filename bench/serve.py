@@ -322,8 +322,8 @@ def start_alone(portal: Portal, url: str) -> None:
 def measure(page: dict[str, Any], args: argparse.Namespace, client) -> dict[str, Any]:
     """Alternate the servers within each round; keep every run."""
     runs: dict[str, list[dict[str, Any]]] = {}
-    for server in SERVERS:  # warm them up (page cache, workers)
-        client(page[server], encoding="plain", connections=1, seconds=1)
+    for server in SERVERS:  # warm them up (page cache, every worker process)
+        client(page[server], encoding="plain", connections=4, seconds=2)
     for number in range(args.rounds):
         for encoding in ENCODINGS:
             for connections in CONCURRENCIES:

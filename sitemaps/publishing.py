@@ -17,6 +17,10 @@ storage: RESOURCESYNC_PUBLISHED_DIR is empty (off) with any other.
 Final documents (closed Change Lists and Change Dump packages, whose
 Cache-Control is `caching.FINAL`) are linked under the set folder's `final/`
 instead: nginx tries that first, and its Cache-Control follows the path.
+
+Each link's own mtime is its row's `generated_at`, so gunicorn without nginx
+(sitemaps/published_files.py) sends the Last-Modified Django would without
+reading the row.
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ from django.utils import timezone
 from django.utils.http import http_date
 
 from sitemaps import publishing
-from sitemaps.models import ChangeListPage, ChangePackage, ResourceListPage
+from sitemaps.models import ChangeListPage, ResourceListPage
 from sitemaps.published_files import PublishedFiles
 from sources.models import DataProvider
 
@@ -152,12 +152,9 @@ def test_last_modified_is_the_rows_generated_at_not_the_links_age(published_dir,
 
 
 def test_dumps_are_sent_as_django_sends_them(published_dir, storage, tmp_path):
-    from .test_dumps import FileSet, content
+    from .test_dumps import with_a_final_change_package
 
-    files = FileSet(tmp_path / "files", changelist_rotation=timedelta(seconds=0))
-    files.post([files.write(f"r{n}.txt", content(n)) for n in range(5)])
-    final = ChangePackage.objects.filter(final=True).order_by("number").first()
-    assert final is not None
+    final = with_a_final_change_package(tmp_path / "files", 5)
     base = "/resourcesync/acme/files"
     names = ["resourcedump.xml", "resourcedump-manifest-1.xml", "changedump.xml"]
     names += [f"changedump-manifest-{final.number}.xml"]
