@@ -40,11 +40,12 @@ DEFAULT_ELASTICSEARCH = "http://127.0.0.1:9260"
 DEFAULT_REDIS = "redis://127.0.0.1:6399/1"
 #: BENCH_PORTAL_PORT moves the portal under test (several benchmarks on one machine).
 PORTAL_PORT = int(os.environ.get("BENCH_PORTAL_PORT", "8060"))
-NGINX_PORT = 8061
+#: item 4's servers on the next three ports (8061 to 8063 by default), so they move with it.
+NGINX_PORT = PORTAL_PORT + 1
 #: nginx with deploy/nginx.conf in front of the portal, as deployed.
-FRONT_PORT = 8062
+FRONT_PORT = PORTAL_PORT + 2
 #: gunicorn with deploy/gunicorn.conf.py, as deployed without the front server.
-ALONE_PORT = 8063
+ALONE_PORT = PORTAL_PORT + 3
 
 PROVIDER = "bench"
 URL_PREFIX = "http://data.example.org/bench/"

@@ -12,14 +12,20 @@ clients, from three servers:
   (deploy/nginx.conf) in front of gunicorn's sync workers; the page's public
   URL is answered from the published tree (sitemaps/publishing.py), Python is
   not involved;
-- `gunicorn`: the portal alone, Django's view, as deployed without the front
-  server (e.g. documents on S3 storage): a second gunicorn over the same
-  portal with deploy/gunicorn.conf.py (threaded workers, keep-alive);
+- `gunicorn`: the portal alone, as deployed without the front server: a
+  second gunicorn over the same portal with deploy/gunicorn.conf.py
+  (threaded workers, keep-alive). The page is public, so the layer in front
+  of Django (sitemaps/published_files.py) sends it from the published tree,
+  without Django or the database;
+- `django`: the same gunicorn with `?via=django` on the URL, which that layer
+  leaves to Django: Django's view with its database lookup, what answers a
+  protected set's documents, or every document when the tree is off (S3
+  storage). Judged against the same goal, so the table never hides it;
 - `nginx`, the baseline: Debian's nginx (sendfile on, gzip_static on) serving
   the very same stored file and its gzip twin by their storage path.
 
 The goal is p50 within 1.5x of nginx for `front` and within 2x for
-`gunicorn` (a Python request costs CPU that nginx's sendfile does not),
+`gunicorn` and `django` (a Python request costs CPU that nginx's sendfile does not),
 each on its own line. Servers rotate within each round, so
 all see the same machine; the figure is the median over rounds.
 
@@ -73,10 +79,12 @@ from common import (
 )
 
 #: p50 at most this many times nginx's, per server.
-GOAL_RATIO = {"front": 1.5, "gunicorn": 2.0}
+GOAL_RATIO = {"front": 1.5, "gunicorn": 2.0, "django": 2.0}
 CONCURRENCIES = (1, 4)
 ENCODINGS = ("plain", "gzip")
-SERVERS = ["front", "gunicorn", "nginx"]
+SERVERS = ["front", "gunicorn", "django", "nginx"]
+#: What the published-tree layer leaves to Django's view (any query string).
+THROUGH_DJANGO = "?via=django"
 
 NGINX_CONF = """\
 worker_processes auto;
@@ -282,6 +290,7 @@ def prepare(portal: Portal, size: int) -> dict[str, Any]:
     check_page(content, size)
     page = {
         "gunicorn": url.replace(portal.base_url, f"http://127.0.0.1:{ALONE_PORT}"),
+        "django": url.replace(portal.base_url, f"http://127.0.0.1:{ALONE_PORT}") + THROUGH_DJANGO,
         "front": url.replace(portal.base_url, f"http://127.0.0.1:{FRONT_PORT}"),
         "django_etag": headers["etag"],
         "nginx": f"http://127.0.0.1:{NGINX_PORT}/{stored.relative_to(portal.documents)}",
@@ -313,8 +322,8 @@ def start_alone(portal: Portal, url: str) -> None:
 def measure(page: dict[str, Any], args: argparse.Namespace, client) -> dict[str, Any]:
     """Alternate the servers within each round; keep every run."""
     runs: dict[str, list[dict[str, Any]]] = {}
-    for server in SERVERS:  # warm them up (page cache, workers)
-        client(page[server], encoding="plain", connections=1, seconds=1)
+    for server in SERVERS:  # warm them up (page cache, every worker process)
+        client(page[server], encoding="plain", connections=4, seconds=2)
     for number in range(args.rounds):
         for encoding in ENCODINGS:
             for connections in CONCURRENCIES:
@@ -376,7 +385,8 @@ def rows(results: dict[str, Any]) -> list[dict[str, Any]]:
 
 SERVED_BY = {
     "front": "as deployed (deploy/nginx.conf in front)",
-    "gunicorn": "gunicorn alone",
+    "gunicorn": "gunicorn alone (public: from the published tree)",
+    "django": "gunicorn alone, Django's view (protected sets, S3)",
 }
 
 
@@ -411,8 +421,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         start_alone(portal, page["gunicorn"])
         with Nginx(portal, portal.work / "nginx"):
             for encoding in ENCODINGS:
-                body = fetch_raw(page["gunicorn"], encoding)[0]
-                check(body == page["content"][encoding], f"gunicorn's {encoding} body differs")
+                for server in ("gunicorn", "django"):
+                    body, headers = fetch_raw(page[server], encoding)
+                    check(body == page["content"][encoding], f"{server}'s {encoding} body differs")
+                    etag = page["django_etag"].removesuffix('"')
+                    check(headers["etag"].startswith(etag), f"{server}: not Django's ETag")
                 for server in ("nginx", "front"):
                     body, headers = fetch_raw(page[server], encoding)
                     check(body == page["content"][encoding], f"{server}'s {encoding} body differs")

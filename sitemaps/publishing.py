@@ -17,6 +17,10 @@ storage: RESOURCESYNC_PUBLISHED_DIR is empty (off) with any other.
 Final documents (closed Change Lists and Change Dump packages, whose
 Cache-Control is `caching.FINAL`) are linked under the set folder's `final/`
 instead: nginx tries that first, and its Cache-Control follows the path.
+
+Each link's own mtime is its row's `generated_at`, so gunicorn without nginx
+(sitemaps/published_files.py) sends the Last-Modified Django would without
+reading the row.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import os
 import re
 import shutil
 import uuid
+from datetime import datetime
 from pathlib import Path
 
 from django.conf import settings
@@ -112,17 +117,32 @@ def _packages(resource_set: ResourceSet) -> list[DumpPackage]:
     ]
 
 
-def _replace_link(link: Path, target: Path | None) -> None:
-    """Make `link` point at `target` (None: remove it), atomically."""
+def _replace_link(link: Path, target: Path | None, modified: datetime | None = None) -> None:
+    """Make `link` point at `target` (None: remove it), atomically, stamped `modified`."""
     if target is None:
         link.unlink(missing_ok=True)
         return
     relative = os.path.relpath(target, link.parent)
     if link.is_symlink() and os.readlink(link) == relative:
+        _stamp(link, modified)
         return
     temporary = link.with_name(f".{link.name}.{uuid.uuid4().hex}")
     os.symlink(relative, temporary)
+    _stamp(temporary, modified)  # before the rename: the new link is never seen unstamped
     os.replace(temporary, link)
+
+
+def _stamp(link: Path, modified: datetime | None) -> None:
+    """Give the link itself the row's `generated_at` as its mtime, in whole seconds.
+
+    That is the Last-Modified Django sends; sitemaps.published_files sends it
+    from the link without reading the row.
+    """
+    if modified is None:
+        return
+    seconds = int(modified.timestamp())
+    if link.lstat().st_mtime != seconds:
+        os.utime(link, (seconds, seconds), follow_symlinks=False)
 
 
 def _directory(resource_set: ResourceSet) -> Path | None:
@@ -138,14 +158,21 @@ def _current_version(resource_set: ResourceSet, document: StoredDocument) -> Pat
     return None
 
 
-def _link_pair(link: Path, target: Path | None) -> None:
+def _link_pair(link: Path, target: Path | None, modified: datetime | None) -> None:
     twin = target.with_name(target.name + GZIP_SUFFIX) if target is not None else None
     # The twin first: a reader asking for gzip never gets a version older than the plain one.
-    _replace_link(link.with_name(link.name + GZIP_SUFFIX), twin)
-    _replace_link(link, target)
+    _replace_link(link.with_name(link.name + GZIP_SUFFIX), twin, modified)
+    _replace_link(link, target, modified)
 
 
-def _link(directory: Path, name: str, target: Path | None, *, final: bool = False) -> None:
+def _link(
+    directory: Path,
+    name: str,
+    target: Path | None,
+    *,
+    final: bool = False,
+    modified: datetime | None = None,
+) -> None:
     """Link `name` (and its twin) in the set folder, or in `final/` for a final document.
 
     The new link is made before the other place's is removed, so nginx (which
@@ -154,8 +181,8 @@ def _link(directory: Path, name: str, target: Path | None, *, final: bool = Fals
     here, elsewhere = _places(directory, final=final)
     if target is not None:
         here.mkdir(parents=True, exist_ok=True)
-    _link_pair(here / name, target)
-    _link_pair(elsewhere / name, None)
+    _link_pair(here / name, target, modified)
+    _link_pair(elsewhere / name, None, None)
 
 
 def _places(directory: Path, *, final: bool) -> tuple[Path, Path]:
@@ -173,7 +200,13 @@ def publish(resource_set: ResourceSet, document: StoredDocument) -> None:
     directory = _directory(resource_set)
     if directory is not None:
         target = _current_version(resource_set, document)
-        _link(directory, document.public_name, target, final=_is_final(document))
+        _link(
+            directory,
+            document.public_name,
+            target,
+            final=_is_final(document),
+            modified=document.generated_at,
+        )
 
 
 def _link_package(directory: Path, resource_set: ResourceSet, package: DumpPackage) -> set[str]:
@@ -186,11 +219,12 @@ def _link_package(directory: Path, resource_set: ResourceSet, package: DumpPacka
     manifest = package.manifest_name if public else ""
     manifest_target = Path(document_storage().path(manifest)) if manifest else None
     final = _is_final(package)
-    _link(directory, package.manifest_public_name, manifest_target, final=final)
+    modified = package.generated_at
+    _link(directory, package.manifest_public_name, manifest_target, final=final, modified=modified)
     here, elsewhere = _places(directory, final=final)
     if zip_target is not None:
         here.mkdir(parents=True, exist_ok=True)
-    _replace_link(here / package.public_name, zip_target)
+    _replace_link(here / package.public_name, zip_target, modified)
     _replace_link(elsewhere / package.public_name, None)
     return _names(package.public_name, final=final) | _names(
         package.manifest_public_name, final=final, twin=True
@@ -235,7 +269,7 @@ def publish_set(resource_set: ResourceSet) -> None:
     for document in _documents(resource_set):
         final = _is_final(document)
         target = _current_version(resource_set, document)
-        _link(directory, document.public_name, target, final=final)
+        _link(directory, document.public_name, target, final=final, modified=document.generated_at)
         wanted |= _names(document.public_name, final=final, twin=True)
     for package in _packages(resource_set):
         wanted |= _link_package(directory, resource_set, package)

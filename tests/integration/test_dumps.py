@@ -94,6 +94,15 @@ class FileSet:
         return regenerate(self.resource_set)
 
 
+def with_a_final_change_package(root: Path, count: int) -> ChangePackage:
+    """A FileSet of `count` files whose Change Dump closed a package at once (rotation 0)."""
+    files = FileSet(root, changelist_rotation=timedelta(seconds=0))
+    files.post([files.write(f"r{n}.txt", content(n)) for n in range(count)])
+    final = ChangePackage.objects.filter(final=True).order_by("number").first()
+    assert final is not None
+    return final
+
+
 def self_lastmod():
     from datetime import UTC, datetime
 

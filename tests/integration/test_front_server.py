@@ -19,7 +19,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from sitemaps.models import ChangeListPage, ChangePackage
+from sitemaps.models import ChangeListPage
 from sources.models import ApiToken
 
 from ..support import created, event, ingest, make_set, store_documents_in
@@ -225,12 +225,9 @@ def test_nginx_sends_the_cache_control_django_sends(front, live_server, publishe
 
 
 def test_nginx_sends_final_change_dump_packages_with_a_long_max_age(front, live_server, tmp_path):
-    from .test_dumps import FileSet, content
+    from .test_dumps import with_a_final_change_package
 
-    files = FileSet(tmp_path / "files", changelist_rotation=timedelta(seconds=0))
-    files.post([files.write(f"r{n}.txt", content(n)) for n in range(3)])
-    final = ChangePackage.objects.filter(final=True).order_by("number").first()
-    assert final is not None
+    final = with_a_final_change_package(tmp_path / "files", 3)
     base = "/resourcesync/acme/files"
     names = [
         f"changedump-package-{final.number}.zip",
