@@ -50,11 +50,13 @@ STORED_NAMES = (
         for field in ("storage_name", "manifest_name")
     ),
 )
-#: What `storage.save_document` writes: `<stem>.<etag>.xml`, its gzip twin, partial writes;
+#: What `storage.save_document` writes: `<stem>.<etag>.xml`, its gzip twin, partial writes
+#: (a `StreamedDocument`'s are named after the public name);
 #: dump packages `<stem>.<etag>.zip` and their scratch files (`sitemaps.dumps.storage`).
 _VERSION = r"[-\w]+\.[0-9a-f]{32}\.(?:xml(?:\.gz)?|zip)"
 DOCUMENT_FILE = re.compile(
     rf"{_VERSION}|\.{_VERSION}\.[0-9a-f]{{32}}{re.escape(PARTIAL_SUFFIX)}"
+    rf"|\.[-\w]+\.xml(?:\.gz)?\.[0-9a-f]{{32}}{re.escape(PARTIAL_SUFFIX)}"
     rf"|\.package-\w+{re.escape(PARTIAL_SUFFIX)}"
 )
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -62,7 +62,7 @@ from .protocol.builders import (
 )
 from .ranges import key_range, split_row
 from .signals import documents_changed
-from .storage import delete_document, save_document
+from .storage import StreamedDocument, delete_document, save_document
 
 logger = logging.getLogger(__name__)
 
@@ -201,10 +201,11 @@ def _build_in_worker(public_name: str, keys: KeyRange, in_index: bool) -> Stored
     """In a builder: build and store a page that keeps its range; None: the run redoes it."""
     assert _forked_run is not None, "not in a forked page builder"
     try:
-        result = _forked_run.build(keys, in_index)
-        if not result.entries or result.has_more:
-            return None  # it empties or splits: the run changes the ranges itself
-        return _forked_run.store(public_name, result)
+        with StreamedDocument(_forked_run.directory, public_name) as document:
+            result = _forked_run.build(keys, in_index, out=document.write)
+            if not result.entries or result.has_more:
+                return None  # it empties or splits: the run changes the ranges itself
+            return _forked_run.store(document, result)
     finally:
         connections.close_all()
 
@@ -434,23 +435,26 @@ class RegenerationRun:
         A page that overflowed is closed at its last key and the new page after
         it is queued next.
         """
-        result = self.build_in_halves(page, in_index) if halve else None
-        if result is None:
-            result = self.build(key_range(page), in_index)
-        last_key = result.last_record.key if result.last_record is not None else None
-        step = planning.after_build(
-            entries=result.entries,
-            overflowed=result.has_more,
-            last_key=last_key,
-            is_last=page is pages[-1],
-            count=len(pages),
-        )
-        if step is Step.MERGE:
-            self.merge_page(pages, page)
-            return None
-        if step is Step.SPLIT and last_key is not None:
-            queue.insert(0, self.split_page(pages, page, last_key))
-        return self.store(page.public_name, result)
+        with StreamedDocument(self.directory, page.public_name) as document:
+            result = self.build_in_halves(page, in_index) if halve else None
+            if result is None:
+                result = self.build(key_range(page), in_index, out=document.write)
+            else:
+                document.write(result.content)
+            last_key = result.last_record.key if result.last_record is not None else None
+            step = planning.after_build(
+                entries=result.entries,
+                overflowed=result.has_more,
+                last_key=last_key,
+                is_last=page is pages[-1],
+                count=len(pages),
+            )
+            if step is Step.MERGE:
+                self.merge_page(pages, page)
+                return None
+            if step is Step.SPLIT and last_key is not None:
+                queue.insert(0, self.split_page(pages, page, last_key))
+            return self.store(document, result)
 
     @contextmanager
     def prebuilt(
@@ -485,7 +489,10 @@ class RegenerationRun:
         except Exception as error:  # its builder failed or died
             raise RuntimeError(f"page {page.number} could not be built") from error
 
-    def build(self, keys: KeyRange, in_index: bool) -> DocumentPage[ResourceRecord]:
+    def build(
+        self, keys: KeyRange, in_index: bool, *, out: Callable[[bytes], object]
+    ) -> DocumentPage[ResourceRecord]:
+        """The page over `keys`, streamed to `out` as it is rendered (its content stays empty)."""
         records = self.generator.iter_resources(
             self.resource_set, after=keys.after, through=keys.through
         )
@@ -496,6 +503,7 @@ class RegenerationRun:
             index_url=self.resource_list_index_url(in_index),
             max_entries=self.capabilities.entries_per_document,
             max_bytes=self.max_bytes,
+            out=out,
         )
 
     def resource_list_index_url(self, in_index: bool) -> str | None:
@@ -543,10 +551,10 @@ class RegenerationRun:
             max_bytes=self.max_bytes,
         )
 
-    def store(self, public_name: str, result: DocumentPage[ResourceRecord]) -> StoredPage:
-        name, etag = save_document(self.directory, public_name, result.content)
+    def store(self, document: StreamedDocument, result: DocumentPage[ResourceRecord]) -> StoredPage:
+        name, etag = document.save()
         last_key = result.last_record.key if result.last_record is not None else None
-        return StoredPage(name, etag, result.entries, len(result.content), last_key)
+        return StoredPage(name, etag, result.entries, result.size, last_key)
 
     def store_page(self, page: ResourceListPage, stored: StoredPage, in_index: bool) -> None:
         """Point the page at its saved document."""

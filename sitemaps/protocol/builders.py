@@ -35,6 +35,10 @@ from sitemaps.protocol.writer import (
 )
 
 RecordT = TypeVar("RecordT")
+#: A streamed page reaches its output in chunks of about this size: small beside
+#: a 15 MB page, large enough that writing, hashing and compressing them cost
+#: no more than doing it once.
+STREAM_CHUNK_BYTES = 256 * 1024
 
 _CHANGES = frozenset(ChangeType)
 _URLSET = DocumentWriter("urlset")
@@ -54,6 +58,9 @@ class PageBuilder:
     the page there and carries the entry over to the next one. Entries go
     straight into one growing buffer, which `close()` hands over without a
     copy: a 15 MB page costs 15 MB, not 50,000 small objects and their join.
+    With `out`, the page is streamed instead: `fill()` hands `out` the buffer
+    every STREAM_CHUNK_BYTES and `close()` the rest, so a page costs one chunk
+    (its content is then empty; `size` says how long it is).
     """
 
     def __init__(
@@ -63,6 +70,7 @@ class PageBuilder:
         *,
         max_entries: int = MAX_ENTRIES_PER_DOCUMENT,
         max_bytes: int = MAX_DOCUMENT_BYTES,
+        out: Callable[[bytes], object] | None = None,
     ) -> None:
         if max_entries < 1:
             raise ValueError("max_entries must be at least 1")
@@ -75,6 +83,9 @@ class PageBuilder:
         self._buffer = BytesIO()
         self._buffer.write(header)
         self._footer = footer
+        self._out = out
+        # `fill` hands the buffer over once the page reaches this size (never without `out`).
+        self._flush_at = len(header) + STREAM_CHUNK_BYTES if out is not None else max_bytes + 1
 
     @property
     def full(self) -> bool:
@@ -109,7 +120,7 @@ class PageBuilder:
         million-entry lists.
         """
         write, entries, size = self._buffer.write, self.entries, self.size
-        max_entries, max_bytes = self.max_entries, self.max_bytes
+        max_entries, max_bytes, flush_at = self.max_entries, self.max_bytes, self._flush_at
         last: RecordT | None = None
         has_more = False
         for record in records:
@@ -128,15 +139,28 @@ class PageBuilder:
             size += len(entry)
             entries += 1
             last = record
+            if size >= flush_at:
+                self._flush()
+                flush_at = size + STREAM_CHUNK_BYTES
         self.entries, self.size = entries, size
         return DocumentPage(
-            content=self.close(), entries=entries, last_record=last, has_more=has_more
+            content=self.close(), entries=entries, last_record=last, has_more=has_more, size=size
         )
 
     def close(self) -> bytes:
-        """The finished document; `size` is its exact length."""
+        """The finished document (empty when streamed to `out`); `size` is its exact length."""
         self._buffer.write(self._footer)
-        return self._buffer.getvalue()
+        if self._out is None:
+            return self._buffer.getvalue()
+        self._flush()
+        return b""
+
+    def _flush(self) -> None:
+        """Hand what the buffer holds to `out` and empty it."""
+        assert self._out is not None
+        self._out(self._buffer.getvalue())
+        self._buffer.seek(0)
+        self._buffer.truncate()
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,13 +169,15 @@ class DocumentPage(Generic[RecordT]):
 
     `has_more` is True when the page closed on a limit while records remained;
     the next page then starts after `last_record` (the records after it, which
-    this page may already have read from the iterator, are not in it).
+    this page may already have read from the iterator, are not in it). `size`
+    is the document's length, also when it was streamed and `content` is empty.
     """
 
     content: bytes
     entries: int
     last_record: RecordT | None
     has_more: bool
+    size: int
 
 
 def fill_page(
@@ -282,12 +308,16 @@ def build_resource_list(
     index_url: str | None = None,
     max_entries: int = MAX_ENTRIES_PER_DOCUMENT,
     max_bytes: int = MAX_DOCUMENT_BYTES,
+    out: Callable[[bytes], object] | None = None,
 ) -> DocumentPage[ResourceRecord]:
-    """A Resource List, or one part of it under `index_url`, filled to the limits."""
+    """A Resource List, or one part of it under `index_url`, filled to the limits.
+
+    With `out` its bytes are streamed there as they are rendered (see `PageBuilder`).
+    """
     header, footer = resource_list_frame(
         at=at, capability_list_url=capability_list_url, completed=completed, index_url=index_url
     )
-    page = PageBuilder(header, footer, max_entries=max_entries, max_bytes=max_bytes)
+    page = PageBuilder(header, footer, max_entries=max_entries, max_bytes=max_bytes, out=out)
     return fill_page(page, resources, resource_url)
 
 
@@ -319,7 +349,9 @@ def join_parts(
         return None
     last = next((p.last_record for p in reversed(parts) if p.last_record is not None), None)
     content = b"".join([header, *(part.content for part in parts), footer])
-    return DocumentPage(content=content, entries=entries, last_record=last, has_more=False)
+    return DocumentPage(
+        content=content, entries=entries, last_record=last, has_more=False, size=size
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,6 +27,7 @@ from sitemaps.models import ChangeListPage, IndexDocument, ResourceListPage, Ret
 from sitemaps.regeneration import regenerate
 from sitemaps.storage import GZIP_SUFFIX, content_etag, save_document
 from sitemaps.views import _send
+from sources.generators import get_generator
 from sources.services import ingest_events
 
 from ..support import created, event, ingest, make_set, store_documents_in
@@ -214,6 +215,86 @@ def test_a_full_disk_never_leaves_a_truncated_change_list_to_serve(small_disk, c
     assert client.head(url)["Content-Length"] == str(len(body))
 
 
+# --- Pages streamed to storage as they are rendered ----------------------------------------
+
+
+def test_a_streamed_document_is_stored_as_save_document_stores_it(documents):
+    """Same name, ETag and twin bytes; until saved, only a hidden partial file exists."""
+    with stored.StreamedDocument("acme/articles", "resourcelist-1.xml") as document:
+        for start in range(0, len(CONTENT), 1000):
+            document.write(CONTENT[start : start + 1000])
+        hidden = [path.name for path in documents.rglob("*") if path.is_file()]
+        assert hidden and all(n.startswith(".") and n.endswith(".partial") for n in hidden)
+        name, etag = document.save()
+    assert [path for path in documents.rglob(".*") if path.is_file()] == []
+
+    plain = version_path(documents, name).read_bytes()
+    twin = version_path(documents, name + GZIP_SUFFIX).read_bytes()
+    for path in (version_path(documents, name), version_path(documents, name + GZIP_SUFFIX)):
+        path.unlink()
+    assert save_document("acme/articles", "resourcelist-1.xml", CONTENT) == (name, etag)
+    assert version_path(documents, name).read_bytes() == plain == CONTENT
+    assert version_path(documents, name + GZIP_SUFFIX).read_bytes() == twin
+
+
+def test_a_page_failing_mid_write_leaves_no_file_and_the_old_version_served(
+    documents, monkeypatch, client
+):
+    """A builder that fails after writing part of a page (a lost node, a full disk)
+    leaves nothing beside the versions, and the page keeps its previous version."""
+    resource_set = make_set(entries_per_document=400)
+    created(resource_set, 1000)
+    before = sorted(p for p in documents.rglob("*") if p.is_file())
+    url = "/resourcesync/acme/articles/resourcelist-2.xml"
+    served = b"".join(client.get(url).streaming_content)
+    monkeypatch.setattr("sitemaps.protocol.builders.STREAM_CHUNK_BYTES", 1000)
+    generator_class = type(get_generator())
+    real_iter = generator_class.iter_resources
+    partial_sizes = []
+
+    def failing(self, resource_set, *, after=0, through=None):
+        records = real_iter(self, resource_set, after=after, through=through)
+        for number, record in enumerate(records):
+            if number == 300 and after > 0:
+                partial_sizes.extend(p.stat().st_size for p in documents.rglob(".*.partial"))
+                raise ConnectionError("the node went away")
+            yield record
+
+    monkeypatch.setattr(generator_class, "iter_resources", failing)
+    with pytest.raises(ConnectionError):
+        regenerate(resource_set, full=True)
+
+    assert partial_sizes and max(partial_sizes) > 0  # the page was being written out
+    assert [p for p in documents.rglob(".*") if p.is_file()] == []
+    assert_whole(documents)
+    page = ResourceListPage.objects.get(resource_set=resource_set, number=2)
+    assert version_path(documents, page.storage_name) in before
+    assert b"".join(client.get(url).streaming_content) == served
+
+
+def test_a_page_reaches_storage_in_chunks_not_whole(documents, monkeypatch):
+    """A builder holds one chunk of a page, not the page: what bounds its memory."""
+    resource_set = make_set(entries_per_document=400)
+    monkeypatch.setattr("sitemaps.protocol.builders.STREAM_CHUNK_BYTES", 4096)
+    chunks: list[int] = []
+    real_write = stored.StreamedDocument.write
+
+    def write(self, chunk: bytes) -> None:
+        chunks.append(len(chunk))
+        real_write(self, chunk)
+
+    monkeypatch.setattr(stored.StreamedDocument, "write", write)
+    created(resource_set, 1000)
+
+    pages = list(ResourceListPage.objects.filter(resource_set=resource_set))
+    assert len(pages) == 3 and sum(chunks) >= sum(page.size for page in pages)
+    assert max(chunks) < 4096 + 1024 < min(page.size for page in pages) // 10
+    for page in pages:
+        content = version_path(documents, page.storage_name).read_bytes()
+        assert content_etag(content) == page.etag and len(content) == page.size
+    assert_whole(documents)
+
+
 # --- A version swapped under a reader ------------------------------------------------------
 
 
@@ -292,6 +373,9 @@ def test_cleanup_documents_removes_only_old_unreferenced_versions(documents, tmp
     orphan = folder / f"resourcelist-7.{'a' * 32}.xml"
     orphans = [orphan, orphan.with_name(orphan.name + GZIP_SUFFIX)]
     orphans.append(folder / f".changelist-1.{'b' * 32}.xml.{'c' * 32}.partial")
+    # A streamed page's, killed mid-write: named before its ETag is known.
+    orphans.append(folder / f".resourcelist-2.xml.{'f' * 32}.partial")
+    orphans.append(folder / f".resourcelist-2.xml.gz.{'f' * 32}.partial")
     young = folder / f"resourcelist-8.{'d' * 32}.xml"
     foreign = folder / "notes.txt"  # not a document version: never ours to remove
     outside = tmp_path / f"resourcelist-9.{'e' * 32}.xml"  # outside the storage
@@ -309,7 +393,7 @@ def test_cleanup_documents_removes_only_old_unreferenced_versions(documents, tmp
     )
     assert outside.exists()
     report = out.getvalue()
-    assert "Removed 3 file(s)" in report
+    assert "Removed 5 file(s)" in report
     for path in orphans:
         assert str(path.relative_to(documents)) in report
 

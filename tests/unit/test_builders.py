@@ -800,3 +800,19 @@ def test_parts_that_break_a_limit_together_are_not_joined(max_entries: int, max_
     ]
 
     assert join_parts(frame, parts, max_entries=max_entries, max_bytes=max_bytes) is None
+
+
+def test_a_streamed_page_is_the_same_bytes_handed_over_in_chunks(monkeypatch) -> None:
+    """A page streamed to `out` is never held whole, and is the page built in memory."""
+    monkeypatch.setattr("sitemaps.protocol.builders.STREAM_CHUNK_BYTES", 2048)
+    records = [resource(key) for key in range(1, 201)]
+    document = {"at": utc(2013, 1, 3), "capability_list_url": CAPABILITY_LIST, "max_entries": 150}
+    whole = build_resource_list(records, **document)  # type: ignore[arg-type]
+    chunks: list[bytes] = []
+
+    streamed = build_resource_list(records, **document, out=chunks.append)  # type: ignore[arg-type]
+
+    assert streamed.content == b"" and b"".join(chunks) == whole.content
+    assert streamed.size == whole.size == len(whole.content)
+    assert (streamed.entries, streamed.has_more, streamed.last_record) == (150, True, records[149])
+    assert len(chunks) > 5 and max(map(len, chunks)) < 2048 + 1024  # a chunk, an entry, the header
