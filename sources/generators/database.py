@@ -34,14 +34,15 @@ _new = tuple.__new__
 
 
 def _links(value: Any) -> tuple[Link, ...]:
-    """Links from the `ln` column: JSON text (SQLite) or already decoded (PostgreSQL).
-
-    A million-entry list decodes a million of them: the usual single link
-    takes no comprehension (a frame of its own in Python 3.11).
-    """
+    """Links from the `ln` column: JSON text (SQLite) or already decoded (PostgreSQL)."""
     if not value or value == "[]":
         return ()
-    items = orjson.loads(value) if isinstance(value, str | bytes) else value
+    return _decoded_links(orjson.loads(value) if isinstance(value, str | bytes) else value)
+
+
+def _decoded_links(items: list[dict[str, Any]]) -> tuple[Link, ...]:
+    """A million-entry list decodes a million of them: the usual single link
+    takes no comprehension (a frame of its own in Python 3.11)."""
     if len(items) == 1:
         item = items[0]
         return (_new(Link, (item["rel"], item["uri"], item.get("mime") or "")),)
@@ -75,9 +76,24 @@ def _records_with_link_columns(
 
 
 def _records(rows: list[tuple], to_datetime: Callable[[Any], datetime]) -> Iterator[ResourceRecord]:
-    """Rows read with `ln` whole (SQLite: its JSON text)."""
+    """Rows read with `ln` whole (SQLite: its JSON text).
+
+    `ln` is decoded here and the usual single link built in this loop: a call
+    less per row, 0.15 µs of the ~8 µs a full run spends on each entry
+    (bench/README.md).
+    """
+    loads = orjson.loads
     for key, uri, modified, length, md5, mime, sha256, ln in rows:
-        record = (key, uri, to_datetime(modified), length, md5, mime, sha256, _links(ln))
+        if not ln or ln == "[]":
+            links: tuple[Link, ...] = ()
+        else:
+            items = loads(ln) if isinstance(ln, str | bytes) else ln
+            if len(items) == 1:
+                item = items[0]
+                links = (_new(Link, (item["rel"], item["uri"], item.get("mime") or "")),)
+            else:
+                links = _decoded_links(items)
+        record = (key, uri, to_datetime(modified), length, md5, mime, sha256, links)
         yield _new(ResourceRecord, record)
 
 
