@@ -118,10 +118,10 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     )
 elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     # psycopg prepares a statement run this many times on a connection; Django turns
-    # that off (None) and its own cursors never prepare, but the document lookup
-    # (sitemaps/document_lookup.py) and the bulk writes (sources/bulk.py) bind on the
-    # server and are then planned once per connection. `off` for a pooler that keeps
-    # no prepared statements (PgBouncer in transaction mode before 1.21).
+    # that off (None), and its own cursors never prepare (they bind on the client).
+    # The document lookup binds on the server (sitemaps/document_lookup.py), so it is
+    # planned once per kept connection. `off` for a pooler that keeps no prepared
+    # statements (PgBouncer in transaction mode before 1.21).
     _threshold = os.environ.get("DATABASE_PREPARE_THRESHOLD", "5").strip().lower()
     if _threshold != "off" and not _threshold.isdigit():
         raise ImproperlyConfigured(
