@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 
 from django.db import DEFAULT_DB_ALIAS, connections, models
 from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.backends.utils import CursorDebugWrapper, CursorWrapper
 
 from sources.models import CapabilitySettings, DataProvider, ResourceSet
 
@@ -73,11 +74,13 @@ def _cursor(db: BaseDatabaseWrapper) -> Any:
     """
     if db.vendor != "postgresql":
         return db.cursor()
-    from django.db.backends.postgresql.base import ServerBindingCursor
+    import psycopg  # as sources/bulk.py: only PostgreSQL needs it
 
     db.ensure_connection()
-    cursor = ServerBindingCursor(db.connection)
-    return db.make_debug_cursor(cursor) if db.queries_logged else db.make_cursor(cursor)
+    cursor = psycopg.Cursor(db.connection)
+    # What `db.cursor()` wraps its own in: query logging, execute wrappers, Django's errors.
+    wrapper = CursorDebugWrapper if db.queries_logged else CursorWrapper
+    return wrapper(cursor, db)
 
 
 @cache
