@@ -265,9 +265,11 @@ def _columns(model, names: list[str]) -> str:
     return ", ".join(quote(model._meta.get_field(name).column) for name in names)
 
 
-#: Rows per batch written in one pass: a batch's rows, columns and bytes are held at once
-#: (5,000 took a full run's peak memory from 141 to 192 MiB, bench/README.md).
-WRITTEN_BATCH_SIZE = 2_000
+#: Rows the writer gets at once. A batch's joined text and bytes then stay under glibc's
+#: mmap threshold (128 KiB, `forking.map_large_buffers`) and are reused from the heap: the
+#: 2,000-row batches of ~600 KB were each mapped anew and faulted in page by page, 380,000
+#: minor faults in a full run of 1,000,000 against main's 140,000 (bench/README.md).
+WRITTEN_ROWS = 250
 
 
 class DatabaseGenerator(BaseGenerator):
@@ -291,13 +293,16 @@ class DatabaseGenerator(BaseGenerator):
         *,
         after: int | None = None,
         through: int | None = None,
-        batch_size: int = WRITTEN_BATCH_SIZE,
+        batch_size: int = DEFAULT_BATCH_SIZE,
     ) -> Iterator[ResourceBatch]:
+        """A query's rows in batches of `WRITTEN_ROWS`, each with its columns when usual."""
         reader = _ResourceReader()
-        for rows in reader.batches(resource_set, after, through, batch_size):
-            records = partial(_record_list, reader.records, rows, reader.to_datetime)
-            last = next(reader.records(rows[-1:], reader.to_datetime))
-            yield ResourceBatch(len(rows), records, last, reader.columns(rows))
+        for fetched in reader.batches(resource_set, after, through, batch_size):
+            for start in range(0, len(fetched), WRITTEN_ROWS):
+                rows = fetched[start : start + WRITTEN_ROWS]
+                records = partial(_record_list, reader.records, rows, reader.to_datetime)
+                last = next(reader.records(rows[-1:], reader.to_datetime))
+                yield ResourceBatch(len(rows), records, last, reader.columns(rows))
 
     def iter_changes(
         self,
