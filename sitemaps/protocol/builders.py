@@ -161,6 +161,7 @@ class PageBuilder:
             self._flush_at = self.size + STREAM_CHUNK_BYTES
 
     def _finish(self, last: RecordT | None, has_more: bool) -> DocumentPage[RecordT]:
+        """Close the page and say where it stopped in the record stream."""
         return DocumentPage(
             content=self.close(),
             entries=self.entries,

@@ -212,6 +212,8 @@ def _record_list(
     rows: list[tuple],
     to_datetime: Callable[[Any], datetime],
 ) -> list[ResourceRecord]:
+    """A batch's records, built only when the writer asks for them (a batch it cannot
+    write in one pass, or the one a page ends in)."""
     return list(records(rows, to_datetime))
 
 

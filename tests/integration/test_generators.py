@@ -335,6 +335,25 @@ def test_database_batches_hold_its_records_and_write_the_entries_they_do(setting
             assert resource_urls(batches[3].columns) is not None
 
 
+@pytest.mark.parametrize("fetched", [3, 4, 5, 11])
+def test_database_batches_split_each_query_s_rows_in_order(settings, monkeypatch, fetched):
+    """A query's rows reach the writer in smaller batches: none is lost, repeated or
+    reordered, and each batch's last record is where a page ending with it stops."""
+    settings.RESOURCESYNC_GENERATORS = {"default": DATABASE}
+    monkeypatch.setattr("sources.generators.database.WRITTEN_ROWS", 4)
+    resource_set = make_set()
+    ingest_events(resource_set=resource_set, events=[event("created", f"s/{n}") for n in range(10)])
+    generator = get_generator()
+    records = list(generator.iter_resources(resource_set))
+
+    batches = list(generator.iter_resource_batches(resource_set, batch_size=fetched))
+
+    assert [r for batch in batches for r in batch.records()] == records
+    assert all(0 < batch.size <= 4 for batch in batches)
+    assert [batch.last for batch in batches] == [batch.records()[-1] for batch in batches]
+    assert all(batch.columns is not None for batch in batches)
+
+
 def _documents(resource_set: ResourceSet) -> dict[str, bytes]:
     storage = document_storage()
     stored = [
