@@ -493,7 +493,7 @@ class RegenerationRun:
         self, keys: KeyRange, in_index: bool, *, out: Callable[[bytes], object]
     ) -> DocumentPage[ResourceRecord]:
         """The page over `keys`, streamed to `out` as it is rendered (its content stays empty)."""
-        records = self.generator.iter_resources(
+        records = self.generator.iter_resource_batches(
             self.resource_set, after=keys.after, through=keys.through
         )
         return build_resource_list(
@@ -510,7 +510,7 @@ class RegenerationRun:
         return links.resource_list_url(self.resource_set) if in_index else None
 
     def build_entries(self, keys: KeyRange) -> DocumentPage[ResourceRecord]:
-        records = self.generator.iter_resources(
+        records = self.generator.iter_resource_batches(
             self.resource_set, after=keys.after, through=keys.through
         )
         return build_resource_entries(

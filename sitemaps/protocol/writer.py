@@ -9,12 +9,12 @@ raise ValueError instead of producing a document no parser will read.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
 from sitemaps.protocol.constants import RS_NS, SITEMAP_NS, w3c_datetime
-from sitemaps.protocol.records import ResourceRecord
+from sitemaps.protocol.records import ResourceColumns, ResourceRecord
 from sitemaps.protocol.xmlchars import forbidden_character
 
 RootElement = Literal["urlset", "sitemapindex"]
@@ -369,6 +369,85 @@ def resource_url(record: ResourceRecord) -> bytes:
         length=f"{record.length}",
         type=mime,
         links=record.links,  # Link is a (rel, href, mime) triple
+    )
+
+
+def resource_urls(columns: ResourceColumns) -> bytes | None:
+    """The `<url>`s of a batch of usual records in one pass, as `resource_url` writes them.
+
+    One f-string per entry, then one encoding and one check for the whole
+    batch: deleting every plain byte must leave exactly the tags' own `<`,
+    `>` and `"`, as in `resource_url`. When a value would need escaping, the
+    runs that hold one are checked entry by entry and those entries written
+    by `resource_entry`, which escapes or raises. None when a value is empty
+    or missing: the caller then writes the records one by one.
+    """
+    uris, lastmods, md5s, lengths, mimes, rels, hrefs, link_mimes = columns
+    links = (rels, hrefs, link_mimes)
+    linked = None not in links
+    if not linked and links != (None, None, None):
+        return None
+    values = [uris, lastmods, md5s, mimes, *(links if linked else ())]
+    # `all()` of a column is false for an empty or missing value.
+    if None in lengths or not all(len(column) == len(uris) and all(column) for column in values):
+        return None
+    if linked:
+        entries = [
+            f'<url><loc>{u}</loc><lastmod>{m}</lastmod><rs:md hash="md5:{h}" length="{n}" '
+            f'type="{t}"/><rs:ln rel="{r}" href="{href}" type="{lt}"/></url>'
+            for u, m, h, n, t, r, href, lt in zip(*values[:3], lengths, *values[3:], strict=True)
+        ]
+        tags = _URL_MARKUP + _LINK_MARKUP
+    else:
+        entries = [
+            f'<url><loc>{u}</loc><lastmod>{m}</lastmod><rs:md hash="md5:{h}" length="{n}" '
+            f'type="{t}"/></url>'
+            for u, m, h, n, t in zip(uris, lastmods, md5s, lengths, mimes, strict=True)
+        ]
+        tags = _URL_MARKUP
+    written = "".join(entries).encode()
+    unplain = written.translate(None, _PLAIN)
+    extra = len(unplain) - len(entries) * tags
+    if not extra:
+        return written
+    if extra == unplain.count(b"&"):
+        # Only ampersands (query strings): `&amp;` is their escape in text and attributes
+        # alike, and the tags hold none, so escaping them all is escaping the values.
+        return written.replace(b"&", b"&amp;")
+    return b"".join(_checked_runs(entries, columns, tags))
+
+
+#: Entries checked together when a batch holds a value to escape: most runs are still plain.
+_RUN = 64
+
+
+def _checked_runs(entries: list[str], columns: ResourceColumns, tags: int) -> Iterator[bytes]:
+    """The entries, each run of `_RUN` checked whole, and entry by entry where it fails."""
+    for start in range(0, len(entries), _RUN):
+        run = entries[start : start + _RUN]
+        written = "".join(run).encode()
+        if len(written.translate(None, _PLAIN)) == len(run) * tags:
+            yield written
+            continue
+        for row, entry in enumerate(run, start):
+            written = entry.encode()
+            if len(written.translate(None, _PLAIN)) == tags:
+                yield written
+            else:
+                yield _escaped_resource_url(columns, row)
+
+
+def _escaped_resource_url(columns: ResourceColumns, row: int) -> bytes:
+    """Row `row` of `columns` as `resource_url` writes a record whose value needs escaping."""
+    uris, lastmods, md5s, lengths, mimes, rels, hrefs, link_mimes = columns
+    links = [(rels[row], hrefs[row], link_mimes[row])] if rels and hrefs and link_mimes else []
+    return _RESOURCE_LIST.resource_entry(
+        uris[row],
+        lastmods[row],
+        hash=hash_value(md5s[row]),
+        length=f"{lengths[row]}",
+        type=mimes[row],
+        links=links,
     )
 
 

@@ -17,6 +17,7 @@ from django.test import override_settings
 from sitemaps import regeneration
 from sitemaps.models import ChangeListPage, IndexDocument, RegenerationState, ResourceListPage
 from sitemaps.protocol.records import Link
+from sitemaps.protocol.writer import resource_url, resource_urls
 from sitemaps.regeneration import regenerate
 from sitemaps.storage import document_storage
 from sources import tasks
@@ -287,6 +288,70 @@ def test_backends_yield_identical_records(settings, use_elasticsearch, backends)
             )
     assert records["database"] == records["elasticsearch"]
     assert len(records["database"][0]) == 11 and len(records["database"][1]) == 15
+
+
+def test_database_batches_hold_its_records_and_write_the_entries_they_do(settings):
+    """Every stored shape, in batches of every size: the columns the database generator
+    reads for the writer's one-pass path give the bytes of its records, or none."""
+    settings.RESOURCESYNC_GENERATORS = {"default": DATABASE}
+    resource_set = make_set()
+    link = event("created", "b/x").links[0]
+    untyped = LinkData(rel="alternate", href_type="url", href_value="http://b/", uri="http://b/")
+    micros = [0, 500_000, 500, 123_456, 1, 999_999]
+    ingest_events(
+        resource_set=resource_set,
+        events=[
+            *(
+                event("created", f"b/{n}", lastmod=T0.replace(microsecond=micro))
+                for n, micro in enumerate(micros)
+            ),
+            event("created", "b/none-1", links=()),
+            event("created", "b/none-2", links=()),
+            event("created", "b/untyped", links=(untyped,)),
+            event("created", "b/two", links=(link, untyped)),
+            event("created", "b/sha", sha256="ab" * 32),
+            event("created", "b/q", uri='http://data.example.org/a&b<c>"d'),
+            event("created", "b/é", uri="http://data.example.org/é"),
+            event("created", "b/last"),
+        ],
+    )
+    generator = get_generator()
+    records = list(generator.iter_resources(resource_set))
+    assert len(records) == 14
+
+    for size in (1, 2, 3, 6, 100):
+        batches = list(generator.iter_resource_batches(resource_set, batch_size=size))
+        assert [r for batch in batches for r in batch.records()] == records
+        assert [batch.last for batch in batches] == [batch.records()[-1] for batch in batches]
+        for batch in batches:
+            written = resource_urls(batch.columns) if batch.columns is not None else None
+            if written is not None:
+                assert written == b"".join(map(resource_url, batch.records()))
+        if size == 6:  # the usual ones, with every kind of fraction, go in one pass
+            assert batches[0].columns is not None
+            assert resource_urls(batches[0].columns) is not None
+        if size == 2:  # and so do usual ones without links
+            assert batches[3].columns is not None and batches[3].columns.rels is None
+            assert resource_urls(batches[3].columns) is not None
+
+
+@pytest.mark.parametrize("fetched", [3, 4, 5, 11])
+def test_database_batches_split_each_query_s_rows_in_order(settings, monkeypatch, fetched):
+    """A query's rows reach the writer in smaller batches: none is lost, repeated or
+    reordered, and each batch's last record is where a page ending with it stops."""
+    settings.RESOURCESYNC_GENERATORS = {"default": DATABASE}
+    monkeypatch.setattr("sources.generators.database.WRITTEN_ROWS", 4)
+    resource_set = make_set()
+    ingest_events(resource_set=resource_set, events=[event("created", f"s/{n}") for n in range(10)])
+    generator = get_generator()
+    records = list(generator.iter_resources(resource_set))
+
+    batches = list(generator.iter_resource_batches(resource_set, batch_size=fetched))
+
+    assert [r for batch in batches for r in batch.records()] == records
+    assert all(0 < batch.size <= 4 for batch in batches)
+    assert [batch.last for batch in batches] == [batch.records()[-1] for batch in batches]
+    assert all(batch.columns is not None for batch in batches)
 
 
 def _documents(resource_set: ResourceSet) -> dict[str, bytes]:

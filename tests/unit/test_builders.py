@@ -50,8 +50,10 @@ from sitemaps.protocol.constants import (
     SITEMAP_NS,
     w3c_datetime,
 )
-from sitemaps.protocol.records import ChangeRecord, Link, ResourceRecord
+from sitemaps.protocol.records import ChangeRecord, Link, ResourceBatch, ResourceRecord
 from validator.schema import XSD_DIR as SHIPPED_XSD_DIR
+
+from .test_writer import columns_of
 
 DATA_DIR = Path(__file__).resolve().parent.parent / "data"
 XSD_DIR = SHIPPED_XSD_DIR
@@ -800,6 +802,37 @@ def test_parts_that_break_a_limit_together_are_not_joined(max_entries: int, max_
     ]
 
     assert join_parts(frame, parts, max_entries=max_entries, max_bytes=max_bytes) is None
+
+
+def written_batches(records: list[ResourceRecord], size: int) -> list[ResourceBatch]:
+    """Records in batches with their columns, as the database generator gives them."""
+    chunks = [records[start : start + size] for start in range(0, len(records), size)]
+    return [ResourceBatch(len(chunk), chunk.copy, chunk[-1], columns_of(chunk)) for chunk in chunks]
+
+
+@pytest.mark.parametrize(
+    ("max_entries", "max_bytes"),
+    [(50_000, MAX_DOCUMENT_BYTES), (20, MAX_DOCUMENT_BYTES), (7, MAX_DOCUMENT_BYTES), (50, 4_000)],
+)
+def test_a_page_from_written_batches_is_the_page_from_records(
+    max_entries: int, max_bytes: int
+) -> None:
+    """Batches the writer wrote whole, or a limit inside one, end the page where records do."""
+    records = [
+        resource(key, links=(Link("describedby", f"{BASE}/{key}.xml", "text/xml"),))
+        for key in range(1, 31)
+    ]
+    records[12] = records[12]._replace(uri=f"{BASE}/a&b")  # its batch is written one by one
+    document = {
+        "at": utc(2013, 1, 3),
+        "capability_list_url": CAPABILITY_LIST,
+        "max_entries": max_entries,
+        "max_bytes": max_bytes,
+    }
+
+    from_batches = build_resource_list(written_batches(records, 5), **document)  # type: ignore[arg-type]
+
+    assert from_batches == build_resource_list(records, **document)  # type: ignore[arg-type]
 
 
 def test_a_streamed_page_is_the_same_bytes_handed_over_in_chunks(monkeypatch) -> None:

@@ -10,7 +10,7 @@ import pytest
 from lxml import etree
 
 from sitemaps.protocol.constants import RS_NS, SITEMAP_NS, w3c_datetime
-from sitemaps.protocol.records import Link, ResourceRecord
+from sitemaps.protocol.records import Link, ResourceColumns, ResourceRecord
 from sitemaps.protocol.writer import (
     LN_ATTRIBUTES,
     MD_ATTRIBUTES,
@@ -21,6 +21,7 @@ from sitemaps.protocol.writer import (
     escape_text,
     render_document,
     resource_url,
+    resource_urls,
 )
 
 S = f"{{{SITEMAP_NS}}}"
@@ -335,6 +336,93 @@ def test_resource_url_of_the_usual_record() -> None:
         b'<rs:ln rel="describedby" href="http://example.com/res1.xml" type="application/xml"/>'
         b"</url>"
     )
+
+
+# `resource_urls()`, a batch of usual records in one pass, gives `resource_url()`'s bytes or None.
+
+
+def columns_of(records: Sequence[ResourceRecord]) -> ResourceColumns:
+    """The records' values as a generator's columns (links as None when none has one)."""
+    linked = any(record.links for record in records)
+
+    def link_column(field: int) -> list[str] | None:
+        return [r.links[0][field] if r.links else "" for r in records] if linked else None
+
+    return ResourceColumns(
+        uris=[r.uri for r in records],
+        lastmods=[w3c_datetime(r.lastmod) for r in records],
+        md5s=[r.md5 for r in records],
+        lengths=[r.length for r in records],
+        mimes=[r.mime for r in records],
+        rels=link_column(0),
+        hrefs=link_column(1),
+        link_mimes=link_column(2),
+    )
+
+
+def usual_record(key: int, *, link: bool = True, **fields: object) -> ResourceRecord:
+    values: dict[str, object] = {
+        "key": key,
+        "uri": f"http://example.com/r/{key}?a=1",
+        "lastmod": datetime(2013, 1, 2, 13, 0, key % 60, key * 1000 % 1_000_000, tzinfo=UTC),
+        "length": 1000 + key,
+        "md5": "1584abdf8ebdc9802ac0c6a7402c03b6",
+        "mime": "text/html",
+        "links": (Link("describedby", f"http://example.com/r/{key}.xml", "application/xml"),)
+        if link
+        else (),
+    }
+    values.update(fields)
+    return ResourceRecord(**values)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("link", [True, False])
+def test_resource_urls_of_usual_records_are_their_resource_url_entries(link: bool) -> None:
+    records = [usual_record(key, link=link) for key in range(1, 40)]
+
+    assert resource_urls(columns_of(records)) == b"".join(map(resource_url, records))
+
+
+@pytest.mark.parametrize("value", HOSTILE_PIECES)
+@pytest.mark.parametrize("field", ["uri", "md5", "mime", "rel", "href", "link_mime"])
+def test_resource_urls_escape_what_resource_url_escapes(field: str, value: str) -> None:
+    """A value to escape in one entry of a batch: that entry is escaped, the rest are not."""
+    records = [usual_record(key) for key in range(1, 200)]
+    records[130] = with_value(records[130], field, value)
+
+    assert resource_urls(columns_of(records)) == b"".join(map(resource_url, records))
+
+
+@pytest.mark.parametrize("field", ["uri", "md5", "mime", "rel", "href", "link_mime"])
+def test_resource_urls_leave_a_batch_with_an_empty_value_to_resource_url(field: str) -> None:
+    records = [usual_record(key) for key in range(1, 6)]
+    records[2] = with_value(records[2], field, "")
+
+    assert resource_urls(columns_of(records)) is None
+
+
+@pytest.mark.parametrize("character", FORBIDDEN)
+def test_resource_urls_refuse_what_xml_forbids(character: str) -> None:
+    records = [usual_record(key) for key in range(1, 6)]
+    records[2] = with_value(records[2], "href", f"http://example.com/{character}")
+
+    with pytest.raises(ValueError):  # as resource_url() raises (a surrogate cannot be encoded)
+        resource_urls(columns_of(records))
+
+
+def with_value(record: ResourceRecord, field: str, value: str) -> ResourceRecord:
+    """The record with one of its own fields, or of its link's, set to `value`."""
+    if field in ("rel", "href", "link_mime"):
+        link = record.links[0]._replace(**{field.removeprefix("link_"): value})
+        return record._replace(links=(link,))
+    return record._replace(**{field: value})
+
+
+def test_resource_urls_leave_a_batch_mixing_linked_and_unlinked_records() -> None:
+    records = [usual_record(1), usual_record(2, link=False)]
+
+    assert resource_urls(columns_of(records)) is None
+    assert resource_urls(columns_of(records)._replace(rels=None)) is None
 
 
 @pytest.mark.parametrize(
