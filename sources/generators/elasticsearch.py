@@ -24,7 +24,7 @@ from django.db.models import Min
 from elasticsearch import Elasticsearch
 from elasticsearch.serializer import OrjsonSerializer
 
-from sitemaps.protocol.records import ChangeRecord, ResourceRecord
+from sitemaps.protocol.records import ChangeRecord, ResourceBatch, ResourceRecord
 from sources.documents import DEFAULT_INDEX_PREFIX, RESOURCE_RECORD_FIELDS
 from sources.indexing import Mirror, unindexed_changes
 from sources.models import ResourceSet
@@ -34,6 +34,7 @@ from .records import (
     as_datetime,
     change_record,
     change_record_from_value,
+    resource_batch_from_values,
     resource_record,
     resource_record_from_value,
 )
@@ -281,7 +282,21 @@ class ElasticsearchGenerator(BaseGenerator):
         search_after: list[Any] | None,
         batch_size: int,
     ) -> Iterator[Any]:
-        """The hits' records, a batch per request, each resuming after the last hit's sort values.
+        """The hits' records, in order (see `_scan_hits`)."""
+        record = reading.record
+        for hits in self._scan_hits(index, query, sort, reading, search_after, batch_size):
+            yield from map(record, hits)
+
+    def _scan_hits(
+        self,
+        index: str,
+        query: dict[str, Any],
+        sort: list[Any],
+        reading: Reading,
+        search_after: list[Any] | None,
+        batch_size: int,
+    ) -> Iterator[Sequence[Any]]:
+        """The hits, a batch per request, each resuming after the last hit's sort values.
 
         The next batch is requested in a thread while this one is consumed, so
         the node searches while the caller renders.
@@ -296,14 +311,13 @@ class ElasticsearchGenerator(BaseGenerator):
             response = client.search(index=index, track_total_hits=False, **reading.params, **body)
             return reading.hits(response.body)
 
-        record = reading.record
         with ThreadPoolExecutor(max_workers=1) as prefetch:
             hits = search(search_after)
             while True:
                 full = len(hits) == batch_size
                 following = prefetch.submit(search, reading.resume(hits[-1])) if full else None
-                for hit in hits:
-                    yield record(hit)
+                if hits:
+                    yield hits
                 if following is None:
                     return
                 hits = following.result()
@@ -331,6 +345,32 @@ class ElasticsearchGenerator(BaseGenerator):
         through: int | None = None,
         batch_size: int = BATCH_SIZE,
     ) -> Iterator[ResourceRecord]:
+        return self._scan(*self._resource_scan(resource_set, after, through), batch_size)
+
+    def iter_resource_batches(
+        self,
+        resource_set: ResourceSet,
+        *,
+        after: int | None = None,
+        through: int | None = None,
+        batch_size: int = BATCH_SIZE,
+    ) -> Iterator[ResourceBatch]:
+        """A batch a request, its columns read from the `record` doc values.
+
+        Indices older than mapping version 3 give records, batched by the base class.
+        """
+        index, query, sort, reading, start = self._resource_scan(resource_set, after, through)
+        if not reading.raw:
+            return super().iter_resource_batches(
+                resource_set, after=after, through=through, batch_size=batch_size
+            )
+        hits = self._scan_hits(index, query, sort, reading, start, batch_size)
+        return map(resource_batch_from_values, hits)
+
+    def _resource_scan(
+        self, resource_set: ResourceSet, after: int | None, through: int | None
+    ) -> tuple[str, dict[str, Any], list[Any], Reading, list[Any] | None]:
+        """The index, query, sort, reading and start of a scan of resources in (after, through]."""
         clauses = [{"range": {"key": {"lte": through}}}] if through is not None else []
         query = self._filter(resource_set, *clauses)
         start = [after] if after is not None else None
@@ -338,7 +378,7 @@ class ElasticsearchGenerator(BaseGenerator):
         reading = (
             RESOURCES_FROM_DOC_VALUES if self._reads_doc_values(index) else RESOURCES_FROM_SOURCE
         )
-        return self._scan(index, query, [{"key": "asc"}], reading, start, batch_size)
+        return index, query, [{"key": "asc"}], reading, start
 
     def iter_changes(
         self,
