@@ -116,6 +116,20 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"].setdefault("OPTIONS", {})["init_command"] = (
         "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
     )
+elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    # psycopg prepares a statement run this many times on a connection; Django turns
+    # that off (None), and its own cursors never prepare (they bind on the client).
+    # The document lookup binds on the server (sitemaps/document_lookup.py), so it is
+    # planned once per kept connection. `off` for a pooler that keeps no prepared
+    # statements (PgBouncer in transaction mode before 1.21).
+    _threshold = os.environ.get("DATABASE_PREPARE_THRESHOLD", "5").strip().lower()
+    if _threshold != "off" and not _threshold.isdigit():
+        raise ImproperlyConfigured(
+            f"DATABASE_PREPARE_THRESHOLD must be a number of uses or 'off', not {_threshold!r}."
+        )
+    DATABASES["default"].setdefault("OPTIONS", {})["prepare_threshold"] = (
+        None if _threshold == "off" else int(_threshold)
+    )
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # One cache shared by every process, so API rate limits count across gunicorn

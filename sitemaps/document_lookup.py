@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 
 from django.db import DEFAULT_DB_ALIAS, connections, models
 from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.backends.utils import CursorDebugWrapper, CursorWrapper
 
 from sources.models import CapabilitySettings, DataProvider, ResourceSet
 
@@ -57,10 +58,29 @@ def find_document(
     # substitutes with `%` formatting. PostgreSQL takes either.
     params: dict[str, Any] = {"provider": provider, "active": True, "set_slug": set_slug}
     params.update((f"d_{name}", value) for name, value in where.items() if value is not None)
-    with db.cursor() as cursor:
+    with _cursor(db) as cursor:
         cursor.execute(sql, params)
         row = cursor.fetchone()
     return None if row is None else _instances(db, model, row)
+
+
+def _cursor(db: BaseDatabaseWrapper) -> Any:
+    """Django's cursor; on PostgreSQL one that binds on the server, so that psycopg
+    prepares the lookup once it ran `prepare_threshold` times on the kept connection.
+
+    PostgreSQL planned the four-table join on every request, five times as long as
+    running it (bench/README.md, s7-djview). Django's own cursors bind on the client
+    and never prepare; this one is still Django's wrapper (errors, query logging).
+    """
+    if db.vendor != "postgresql":
+        return db.cursor()
+    import psycopg  # as sources/bulk.py: only PostgreSQL needs it
+
+    db.ensure_connection()
+    cursor = psycopg.Cursor(db.connection)
+    # What `db.cursor()` wraps its own in: query logging, execute wrappers, Django's errors.
+    wrapper = CursorDebugWrapper if db.queries_logged else CursorWrapper
+    return wrapper(cursor, db)
 
 
 @cache

@@ -153,7 +153,7 @@ class BulkWriter(Generic[Row]):
                 # One statement joining one array per column: a statement per
                 # row, even pipelined, cost the server several times as much.
                 columns = [list(keys), *map(list, zip(*values, strict=True))]
-                cursor.execute(self.update_from_arrays_sql, columns)
+                cursor.execute(self.update_from_arrays_sql, columns, prepare=False)
             else:
                 cursor.executemany(
                     self.update_sql, [[*row, key] for row, key in zip(values, keys, strict=True)]
@@ -183,7 +183,9 @@ def batch_cursor() -> Iterator[Any]:
 
     On PostgreSQL it binds on the server (psycopg's `Cursor`; Django's binds on
     the client), so values are sent as they are, in a pipeline. Django's
-    execute wrappers (query logging) do not see these statements.
+    execute wrappers (query logging) do not see these statements. Its array
+    statements pass `prepare=False`: planned per batch as they always were, whatever
+    DATABASE_PREPARE_THRESHOLD says (a generic plan for arrays of any length is untested).
     """
     if connection.vendor != "postgresql":
         with connection.cursor() as cursor:
@@ -240,7 +242,7 @@ def _select_among(
     with batch_cursor() as cursor:
         if connection.vendor == "postgresql":
             pairs = f"({owner_column}, {column}) IN (SELECT %s::bigint, unnest(%b::text[]))"
-            cursor.execute(select + pairs, [owner_id, list(values)])
+            cursor.execute(select + pairs, [owner_id, list(values)], prepare=False)
             return cursor.fetchall()
         for start in range(0, len(values), 2000):
             chunk = values[start : start + 2000]

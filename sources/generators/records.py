@@ -86,8 +86,12 @@ def change_record(source: Mapping[str, Any]) -> ChangeRecord:
     )
 
 
+#: A link from its (rel, uri, mime) row, in C: `map` over it makes no frame a link.
+_link = partial(_record, Link)
+
+
 def _links(rows: list[list[str]]) -> tuple[Link, ...]:
-    return tuple([_record(Link, row) for row in rows]) if rows else ()
+    return tuple(map(_link, rows)) if rows else ()
 
 
 def resource_record_from_value(value: str | bytes) -> ResourceRecord:

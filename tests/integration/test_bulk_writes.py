@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 
 from sources.bulk import BulkWriter, keys_by_uri, known_event_ids
 from sources.models import Change, Resource
@@ -190,3 +190,18 @@ def test_an_update_leaves_the_fixed_fields_as_stored():
 def test_a_fixed_field_must_be_one_of_the_rows():
     with pytest.raises(TypeError, match=r"fixed fields not in ResourceRow: \['url'\]"):
         BulkWriter(Resource, ResourceRow, fixed=("url",))
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's prepared statements")
+def test_the_batch_statements_stay_unprepared(settings):
+    """Only the document lookup is prepared: a batch's arrays vary in length, and a generic
+    plan for them was never measured against ingestion."""
+    resource_set = make_set()
+    writer = BulkWriter(Resource, ResourceRow)
+    writer.insert([resource_row(resource_set.pk, n) for n in range(3)])
+    for _ in range(settings.DATABASES["default"]["OPTIONS"]["prepare_threshold"] + 1):
+        keys = keys_by_uri(resource_set.pk, ["http://x/0", "http://x/2"])
+        writer.update([resource_row(resource_set.pk, 0, length=9)], [keys["http://x/0"]])
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM pg_prepared_statements")
+        assert cursor.fetchone() == (0,)

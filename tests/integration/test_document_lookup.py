@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
+from django.db import connection
 
 from sitemaps.document_lookup import find_document
 from sitemaps.models import ChangeListPage, IndexDocument, ResourceListPage
@@ -13,6 +18,7 @@ from sources.models import CapabilitySettings, DataProvider
 from ..support import created, make_set, store_documents_in
 
 pytestmark = pytest.mark.django_db
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(autouse=True)
@@ -75,3 +81,55 @@ def test_a_set_without_saved_settings_gets_the_defaults(django_assert_num_querie
         )
         assert found is not None
         assert found.resource_set.capabilities.publish_resource_list
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's prepared statements")
+def test_a_kept_connection_plans_the_lookup_once(settings):
+    """PostgreSQL planned the four-table join on every request, five times as long as running
+    it; on a kept connection psycopg prepares it after `prepare_threshold` uses."""
+    created(make_set(), 1)
+    threshold = settings.DATABASES["default"]["OPTIONS"]["prepare_threshold"]
+    for _ in range(threshold + 1):
+        found = find_document(
+            ResourceListPage, provider="acme", set_slug="articles", where={"number": 1}
+        )
+        assert found is not None and found.number == 1
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT statement FROM pg_prepared_statements")
+        prepared = [statement for (statement,) in cursor.fetchall()]
+    table = ResourceListPage._meta.db_table
+    assert [statement for statement in prepared if table in statement]
+
+
+def settings_in_subprocess(**environ: str) -> subprocess.CompletedProcess[str]:
+    code = (
+        "from resourcesync_portal import settings; "
+        "print(settings.DATABASES['default']['OPTIONS'].get('prepare_threshold'))"
+    )
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=REPO,
+        env={
+            **os.environ,
+            "DEBUG": "1",
+            "DATABASE_URL": "postgres://portal@127.0.0.1:1/portal",
+            **environ,
+        },
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+@pytest.mark.parametrize(("value", "threshold"), [(None, "5"), ("2", "2"), ("off", "None")])
+def test_prepared_statements_can_be_turned_off_for_a_pooler(value, threshold):
+    environ = {} if value is None else {"DATABASE_PREPARE_THRESHOLD": value}
+    done = settings_in_subprocess(**environ)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == threshold
+
+
+def test_a_bad_prepare_threshold_is_a_configuration_error():
+    done = settings_in_subprocess(DATABASE_PREPARE_THRESHOLD="often")
+    assert done.returncode != 0
+    assert "DATABASE_PREPARE_THRESHOLD must be a number of uses or 'off'" in done.stderr
