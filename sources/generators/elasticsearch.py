@@ -16,6 +16,8 @@ import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
+from functools import partial
+from itertools import chain
 from typing import Any, ClassVar, NamedTuple
 
 import orjson
@@ -168,6 +170,11 @@ BATCH_SIZE = 10_000
 WRITTEN_BATCH_SIZE = 2_000
 
 
+def _records(batches: Iterable[Sequence[Any]], reading: Reading) -> Iterator[Any]:
+    """The records of batches of hits, in order: `map`s, no Python loop a hit."""
+    return chain.from_iterable(map(partial(map, reading.record), batches))
+
+
 def _pop(
     params: dict[str, Any], name: str, default: Any, valid: Callable[[Any], bool], expected: str
 ) -> Any:
@@ -284,20 +291,6 @@ class ElasticsearchGenerator(BaseGenerator):
         reading: Reading,
         search_after: list[Any] | None,
         batch_size: int,
-    ) -> Iterator[Any]:
-        """The hits' records, in order (see `_scan_hits`)."""
-        record = reading.record
-        for hits in self._scan_hits(index, query, sort, reading, search_after, batch_size):
-            yield from map(record, hits)
-
-    def _scan_hits(
-        self,
-        index: str,
-        query: dict[str, Any],
-        sort: list[Any],
-        reading: Reading,
-        search_after: list[Any] | None,
-        batch_size: int,
     ) -> Iterator[Sequence[Any]]:
         """The hits, a batch per request, each resuming after the last hit's sort values.
 
@@ -348,7 +341,8 @@ class ElasticsearchGenerator(BaseGenerator):
         through: int | None = None,
         batch_size: int = BATCH_SIZE,
     ) -> Iterator[ResourceRecord]:
-        return self._scan(*self._resource_scan(resource_set, after, through), batch_size)
+        index, query, sort, reading, start = self._resource_scan(resource_set, after, through)
+        return _records(self._scan(index, query, sort, reading, start, batch_size), reading)
 
     def iter_resource_batches(
         self,
@@ -368,7 +362,7 @@ class ElasticsearchGenerator(BaseGenerator):
                 resource_set, after=after, through=through, batch_size=batch_size
             )
             return
-        for values in self._scan_hits(index, query, sort, reading, start, batch_size):
+        for values in self._scan(index, query, sort, reading, start, batch_size):
             for first in range(0, len(values), WRITTEN_BATCH_SIZE):
                 yield resource_batch_from_values(values[first : first + WRITTEN_BATCH_SIZE])
 
@@ -399,7 +393,7 @@ class ElasticsearchGenerator(BaseGenerator):
         start = [after[0].isoformat(), after[1]] if after is not None else None
         index = self.changes_index
         reading = CHANGES_FROM_DOC_VALUES if self._reads_doc_values(index) else CHANGES_FROM_SOURCE
-        return self._scan(index, query, sort, reading, start, batch_size)
+        return _records(self._scan(index, query, sort, reading, start, batch_size), reading)
 
     def count_resources(self, resource_set: ResourceSet) -> int:
         return self.client.count(index=self.resources_index, query=self._filter(resource_set))[
