@@ -165,9 +165,10 @@ FILTER_PATH = ["hits.hits._source", "hits.hits.sort"]
 #: about 10 ms a request besides its hits (a sixth less node CPU than 5,000); a
 #: builder holds two batches (one prefetched): 10 MiB more peak for the two.
 BATCH_SIZE = 10_000
-#: Hits a Resource List writes in one pass: the batch's rows, columns and bytes are
-#: held at once (the database generator's 5,000 raised a full run's peak by 50 MiB).
-WRITTEN_BATCH_SIZE = 2_000
+#: Hits a Resource List writes in one pass. Small, so that a batch's rows, columns and
+#: bytes stay in the CPU's cache: at 200,000, 100 took 4.0 us an entry, 500 4.6, 2,000
+#: 6.3 (main's records 6.4) for about the same instructions (bench/README.md, s8-esbatch).
+WRITTEN_BATCH_SIZE = 100
 
 
 def _records(batches: Iterable[Sequence[Any]], reading: Reading) -> Iterator[Any]:
