@@ -293,11 +293,15 @@ def test_backends_yield_identical_records(settings, use_elasticsearch, backends)
 @pytest.mark.parametrize(
     "name", ["database", pytest.param("elasticsearch", marks=pytest.mark.elasticsearch)]
 )
-def test_batches_hold_the_records_and_write_the_entries_they_do(request, settings, name):
+def test_batches_hold_the_records_and_write_the_entries_they_do(
+    request, settings, monkeypatch, name
+):
     """Every stored shape, in batches of every size: the columns a generator reads for
     the writer's one-pass path give the bytes of its records, or none."""
     if name == "elasticsearch":
         request.getfixturevalue("use_elasticsearch")
+        # A response's hits are written a few at a time: split here too.
+        monkeypatch.setattr("sources.generators.elasticsearch.WRITTEN_BATCH_SIZE", 4)
     else:
         settings.RESOURCESYNC_GENERATORS = {"default": DATABASE}
     resource_set = make_set()
