@@ -13,11 +13,19 @@ import binascii
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from functools import partial
+from itertools import compress, repeat
+from operator import itemgetter
 from typing import Any
 
 import orjson
 
-from sitemaps.protocol.records import ChangeRecord, Link, ResourceRecord
+from sitemaps.protocol.records import (
+    ChangeRecord,
+    Link,
+    ResourceBatch,
+    ResourceColumns,
+    ResourceRecord,
+)
 
 
 def as_datetime(value: datetime | str | None) -> datetime | None:
@@ -105,3 +113,79 @@ def change_record_from_value(value: str) -> ChangeRecord:
     fields[7:10] = [text or "" for text in fields[7:10]]
     fields[10] = _links(fields[10])
     return _record(ChangeRecord, fields)
+
+
+def resource_records_from_values(values: Sequence[bytes]) -> list[ResourceRecord]:
+    return list(map(resource_record_from_value, values))
+
+
+def resource_batch_from_values(values: Sequence[bytes]) -> ResourceBatch:
+    """A batch of `record` doc values: records on demand, and columns when they are usual.
+
+    The columns are read from the values without a record or a datetime a
+    hit: 29 k instructions an entry with `resource_urls`, against 40 k for
+    records and `resource_url` (bench/README.md, s8-esbatch).
+    """
+    last = resource_record_from_value(values[-1])
+    records = partial(resource_records_from_values, values)
+    return ResourceBatch(len(values), records, last, resource_columns_from_values(values))
+
+
+def resource_columns_from_values(values: Sequence[bytes]) -> ResourceColumns | None:
+    """`record` doc values of usual resources (no sha256, one link each or none) as columns.
+
+    Decoded as one JSON array, in C. None for any other batch: its records
+    are then written one by one.
+    """
+    rows = orjson.loads(b"[" + b",".join(map(_decode, values)) + b"]")
+    try:
+        _, uris, lastmods, lengths, md5s, mimes, sha256s, lns = zip(*rows, strict=True)
+        counts = set(map(len, lns))
+    except (TypeError, ValueError):  # not rows of a resource's eight fields
+        return None
+    if any(sha256s) or (w3c := w3c_lastmods(lastmods)) is None:
+        return None
+    if counts == {0}:
+        return ResourceColumns(uris, w3c, md5s, lengths, mimes, None, None, None)
+    if counts != {1}:
+        return None
+    try:
+        rels, hrefs, link_mimes = zip(*map(_first, lns), strict=True)
+    except (TypeError, ValueError):  # a link not of (rel, uri, mime)
+        return None
+    return ResourceColumns(uris, w3c, md5s, lengths, mimes, rels, hrefs, link_mimes)
+
+
+_first = itemgetter(0)
+#: `isoformat()` of an aware datetime in UTC, with and without microseconds, digits as 9.
+_ISO_SHAPES = {
+    len(shape): shape
+    for shape in (b"9999-99-99T99:99:99+99:99", b"9999-99-99T99:99:99.999999+99:99")
+}
+_DIGITS_AS_9 = bytes.maketrans(b"0123456789", b"9" * 10)
+_UTC = "+00:00"
+
+
+def w3c_lastmods(texts: Sequence[str]) -> list[str] | None:
+    """`lastmod` texts the mirror wrote (`isoformat()`) as `w3c_datetime` writes them.
+
+    Text operations on the whole batch: the shapes checked at once, `Z` put
+    for the offset, and fractions trimmed of their zeros only where they end
+    in one. None when a text is of another shape or not in UTC.
+    """
+    try:
+        shapes = b"\n".join(map(_ISO_SHAPES.__getitem__, map(len, texts)))
+        text = "\n".join(texts)
+    except (KeyError, TypeError):  # another shape, or not a text
+        return None
+    if text.encode().translate(_DIGITS_AS_9) != shapes or text.count(_UTC) != len(texts):
+        return None
+    w3c = text.replace(_UTC, "Z").split("\n")
+    for row in compress(range(len(w3c)), map(str.endswith, w3c, repeat("0Z"))):
+        value = w3c[row]
+        if len(value) > 20:  # a fraction ending in zero
+            fraction = value[19:-1].rstrip("0")
+            if fraction == ".":
+                return None  # `isoformat()` writes no fraction of zeros
+            w3c[row] = f"{value[:19]}{fraction}Z"
+    return w3c

@@ -375,6 +375,9 @@ def test_reconcile_rebuild_moves_live_indices_to_the_current_mappings(use_elasti
     ingest(resource_set, [event("deleted", "r/0000001"), event("updated", "r/0000002", version=2)])
     before = list(use_elasticsearch.iter_changes(resource_set))
     resources_before = list(use_elasticsearch.iter_resources(resource_set))
+    batches = list(use_elasticsearch.iter_resource_batches(resource_set))
+    assert [record for batch in batches for record in batch.records()] == resources_before
+    assert [batch.columns for batch in batches] == [None]  # read from `_source`
     assert lucene_documents(mirror, mirror.resources_index) == 4 * 4
 
     call_command("reconcile", "--rebuild")

@@ -290,10 +290,20 @@ def test_backends_yield_identical_records(settings, use_elasticsearch, backends)
     assert len(records["database"][0]) == 11 and len(records["database"][1]) == 15
 
 
-def test_database_batches_hold_its_records_and_write_the_entries_they_do(settings):
-    """Every stored shape, in batches of every size: the columns the database generator
-    reads for the writer's one-pass path give the bytes of its records, or none."""
-    settings.RESOURCESYNC_GENERATORS = {"default": DATABASE}
+@pytest.mark.parametrize(
+    "name", ["database", pytest.param("elasticsearch", marks=pytest.mark.elasticsearch)]
+)
+def test_batches_hold_the_records_and_write_the_entries_they_do(
+    request, settings, monkeypatch, name
+):
+    """Every stored shape, in batches of every size: the columns a generator reads for
+    the writer's one-pass path give the bytes of its records, or none."""
+    if name == "elasticsearch":
+        request.getfixturevalue("use_elasticsearch")
+        # A response's hits are written a few at a time: split here too.
+        monkeypatch.setattr("sources.generators.elasticsearch.WRITTEN_BATCH_SIZE", 4)
+    else:
+        settings.RESOURCESYNC_GENERATORS = {"default": DATABASE}
     resource_set = make_set()
     link = event("created", "b/x").links[0]
     untyped = LinkData(rel="alternate", href_type="url", href_value="http://b/", uri="http://b/")
@@ -316,6 +326,7 @@ def test_database_batches_hold_its_records_and_write_the_entries_they_do(setting
         ],
     )
     generator = get_generator()
+    generator.index_pending()
     records = list(generator.iter_resources(resource_set))
     assert len(records) == 14
 
