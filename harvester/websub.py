@@ -72,8 +72,9 @@ class CallbackHandler(BaseHTTPRequestHandler):
         if event is None or "hub.challenge" not in query:
             self._answer(404)
             return
-        self._answer(200, query["hub.challenge"].encode())
+        # Confirmed before the answer leaves: whoever sees the hub's 200 must see it set.
         event.set()
+        self._answer(200, query["hub.challenge"].encode())
 
     def do_POST(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import threading
 from pathlib import Path
 
 import httpx
 import pytest
 
 from harvester.config import HarvestConfig
-from harvester.websub import CallbackServer, signature_valid
+from harvester.websub import CallbackHandler, CallbackServer, signature_valid
 
 TOPIC = "http://source.example.org/resourcesync/a/b/notifications/change"
 
@@ -44,6 +45,28 @@ def test_only_its_own_intent_is_confirmed(server: CallbackServer):
     answer = httpx.get(server.url, params=params)
     assert (answer.status_code, answer.text) == (200, "xyz")
     assert verified.is_set()
+
+
+def test_an_intent_is_confirmed_before_the_hub_hears_it(
+    server: CallbackServer, monkeypatch: pytest.MonkeyPatch
+):
+    """A subscriber that has the hub's 200 must find its intent confirmed, however the
+    callback's thread is scheduled after it answered (CI once failed the test above)."""
+    answered = threading.Event()
+    answer = CallbackHandler._answer
+
+    def answer_then_stall(handler: CallbackHandler, status: int, body: bytes = b"") -> None:
+        answer(handler, status, body)
+        handler.wfile.flush()
+        answered.wait(5)  # the callback's thread is held until the client has looked
+
+    monkeypatch.setattr(CallbackHandler, "_answer", answer_then_stall)
+    verified = server.state.expect("subscribe", TOPIC)
+    params = {"hub.mode": "subscribe", "hub.topic": TOPIC, "hub.challenge": "xyz"}
+    response = httpx.get(server.url, params=params)
+    seen = verified.is_set()
+    answered.set()
+    assert (response.status_code, seen) == (200, True)
 
 
 def test_notifications_without_our_signature_are_acknowledged_and_dropped(
