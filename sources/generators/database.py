@@ -9,8 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from functools import partial
-from itertools import compress, repeat
-from operator import gt, itemgetter
+from operator import itemgetter
 from typing import Any
 
 import orjson
@@ -27,6 +26,7 @@ from sitemaps.protocol.records import (
 from sources.models import Change, Resource, ResourceSet
 
 from .base import DEFAULT_BATCH_SIZE, BaseGenerator
+from .records import w3c_texts
 
 
 def _datetime(value: Any) -> Any:
@@ -131,29 +131,6 @@ _LASTMOD_SHAPES = {
     + b"+99:99"
     for length in (25, 27, 28, 29, 30, 31, 32)
 }
-_DIGITS_AS_9 = bytes.maketrans(b"0123456789", b"9" * 10)
-
-
-def _w3c_lastmods(texts: Sequence[str]) -> list[str] | None:
-    """A batch's `lastmod` texts as `w3c_datetime` writes them, by text operations on the batch.
-
-    Parsing each into a datetime and formatting it again was a seventh of an
-    entry's time (bench/README.md). None when one is not of a stored shape.
-    """
-    text = "\n".join(texts)
-    try:
-        shapes = b"\n".join(map(_LASTMOD_SHAPES.__getitem__, map(len, texts)))
-    except KeyError:
-        return None
-    if text.encode().translate(_DIGITS_AS_9) != shapes:
-        return None
-    w3c = text.replace(" ", "T").replace("+00:00", "Z").split("\n")
-    for row in compress(range(len(texts)), map(gt, map(len, texts), repeat(25))):
-        fraction = texts[row][19:-6].rstrip("0")  # SQLite keeps six digits
-        if fraction == ".":
-            return None  # neither database writes a fraction of zeros
-        w3c[row] = f"{w3c[row][:19]}{fraction}Z"
-    return w3c
 
 
 _first = itemgetter(0)
@@ -181,7 +158,7 @@ def _json_link_columns(rows: list[tuple]) -> ResourceColumns | None:
     """SQLite: a batch of usual rows as columns."""
     _, uris, lastmods, lengths, md5s, mimes, sha256s, lns = zip(*rows, strict=True)
     count = len(rows)
-    if sha256s.count("") != count or (w3c := _w3c_lastmods(lastmods)) is None:
+    if sha256s.count("") != count or (w3c := w3c_texts(lastmods, _LASTMOD_SHAPES)) is None:
         return None
     if lns.count("[]") == count:
         return ResourceColumns(uris, w3c, md5s, lengths, mimes, None, None, None)
@@ -198,7 +175,7 @@ def _field_link_columns(rows: list[tuple]) -> ResourceColumns | None:
         *rows, strict=True
     )
     count = len(rows)
-    if sha256s.count("") != count or (w3c := _w3c_lastmods(lastmods)) is None:
+    if sha256s.count("") != count or (w3c := w3c_texts(lastmods, _LASTMOD_SHAPES)) is None:
         return None
     if lns.count(None) == count:
         return ResourceColumns(uris, w3c, md5s, lengths, mimes, rels, hrefs, link_mimes)

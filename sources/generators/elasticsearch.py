@@ -26,7 +26,7 @@ from django.db.models import Min
 from elasticsearch import Elasticsearch
 from elasticsearch.serializer import OrjsonSerializer
 
-from sitemaps.protocol.records import ChangeRecord, ResourceBatch, ResourceRecord
+from sitemaps.protocol.records import ChangeRecord, ResourceBatch, ResourceRecord, record_batches
 from sources.documents import DEFAULT_INDEX_PREFIX, RESOURCE_RECORD_FIELDS
 from sources.indexing import Mirror, unindexed_changes
 from sources.models import ResourceSet
@@ -355,15 +355,14 @@ class ElasticsearchGenerator(BaseGenerator):
     ) -> Iterator[ResourceBatch]:
         """Batches of a request's hits, their columns read from the `record` doc values.
 
-        Indices older than mapping version 3 give records, batched by the base class.
+        Indices older than mapping version 3 give batches of records without columns.
         """
         index, query, sort, reading, start = self._resource_scan(resource_set, after, through)
+        hits = self._scan(index, query, sort, reading, start, batch_size)
         if not reading.raw:
-            yield from super().iter_resource_batches(
-                resource_set, after=after, through=through, batch_size=batch_size
-            )
+            yield from record_batches(_records(hits, reading), batch_size)
             return
-        for values in self._scan(index, query, sort, reading, start, batch_size):
+        for values in hits:
             for first in range(0, len(values), WRITTEN_BATCH_SIZE):
                 yield resource_batch_from_values(values[first : first + WRITTEN_BATCH_SIZE])
 

@@ -166,26 +166,34 @@ _DIGITS_AS_9 = bytes.maketrans(b"0123456789", b"9" * 10)
 _UTC = "+00:00"
 
 
-def w3c_lastmods(texts: Sequence[str]) -> list[str] | None:
-    """`lastmod` texts the mirror wrote (`isoformat()`) as `w3c_datetime` writes them.
+def w3c_texts(texts: Sequence[str], shapes: Mapping[int, bytes]) -> list[str] | None:
+    """Stored UTC datetime texts as `w3c_datetime` writes them, by text operations on the batch.
 
-    Text operations on the whole batch: the shapes checked at once, `Z` put
-    for the offset, and fractions trimmed of their zeros only where they end
-    in one. None when a text is of another shape or not in UTC.
+    Parsing each into a datetime and formatting it again was a seventh of an
+    entry's time (bench/README.md). `shapes` are the texts' shapes by length,
+    digits as 9, each ending in `+99:99`. The shapes are checked at once, the
+    date and time joined by `T`, `Z` put for the offset, and fractions trimmed
+    of their zeros only where they end in one. None when a text is of
+    another shape or not in UTC.
     """
     try:
-        shapes = b"\n".join(map(_ISO_SHAPES.__getitem__, map(len, texts)))
+        expected = b"\n".join(map(shapes.__getitem__, map(len, texts)))
         text = "\n".join(texts)
     except (KeyError, TypeError):  # another shape, or not a text
         return None
-    if text.encode().translate(_DIGITS_AS_9) != shapes or text.count(_UTC) != len(texts):
+    if text.encode().translate(_DIGITS_AS_9) != expected or text.count(_UTC) != len(texts):
         return None
-    w3c = text.replace(_UTC, "Z").split("\n")
+    w3c = text.replace(" ", "T").replace(_UTC, "Z").split("\n")
     for row in compress(range(len(w3c)), map(str.endswith, w3c, repeat("0Z"))):
         value = w3c[row]
         if len(value) > 20:  # a fraction ending in zero
             fraction = value[19:-1].rstrip("0")
             if fraction == ".":
-                return None  # `isoformat()` writes no fraction of zeros
+                return None  # no store writes a fraction of zeros
             w3c[row] = f"{value[:19]}{fraction}Z"
     return w3c
+
+
+def w3c_lastmods(texts: Sequence[str]) -> list[str] | None:
+    """`lastmod` texts the mirror wrote (`isoformat()`) as `w3c_datetime` writes them."""
+    return w3c_texts(texts, _ISO_SHAPES)
