@@ -15,6 +15,7 @@ import threading
 import time
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from datetime import datetime
 from itertools import chain, islice
 from typing import Any
 
@@ -35,6 +36,7 @@ from .documents import (
     record_value,
     resources_index,
 )
+from .expressions import AnyOf, UtcText
 from .generators.base import ReconcileReport
 from .models import Change, Resource, ResourceSet
 from .services import resource_set_lock
@@ -69,6 +71,7 @@ RESOURCE_FIELDS = (
 CHANGE_FIELDS = (
     *RESOURCE_FIELDS, "resource_key", "change", "datetime",
 )  # fmt: skip
+DATETIME_FIELDS = frozenset({"lastmod", "timestamp", "datetime"})
 
 
 # Documents, built from plain rows: the same `_source` as the Documents'
@@ -76,12 +79,8 @@ CHANGE_FIELDS = (
 # at a fraction of the cost per row.
 
 
-def _isoformat(value) -> str | None:
-    return value.isoformat() if value is not None else None
-
-
 def _snapshot(row: dict[str, Any], set_path: str) -> dict[str, Any]:
-    """The fields both documents share, but `record`."""
+    """The fields both documents share, but `record` (datetimes as `read_rows` gives them)."""
     return {
         "key": row["id"],
         "resource_set_id": row["resource_set_id"],
@@ -92,26 +91,26 @@ def _snapshot(row: dict[str, Any], set_path: str) -> dict[str, Any]:
         "md5": row["md5"],
         "sha256": row["sha256"],
         "mime": row["mime"],
-        "lastmod": _isoformat(row["lastmod"]),
+        "lastmod": row["lastmod"],
         "ln": row["ln"],
-        "timestamp": _isoformat(row["timestamp"]),
+        "timestamp": row["timestamp"],
     }
 
 
 def resource_source(row: dict[str, Any], set_path: str) -> dict[str, Any]:
-    """A `ResourceDocument` body from a `Resource.values(*RESOURCE_FIELDS)` row."""
+    """A `ResourceDocument` body from a `read_rows(resources, RESOURCE_FIELDS)` row."""
     source = _snapshot(row, set_path)
     source["record"] = record_value(source, RESOURCE_RECORD_FIELDS)
     return source
 
 
 def change_source(row: dict[str, Any], set_path: str) -> dict[str, Any]:
-    """A `ChangeDocument` body from a `Change.values(*CHANGE_FIELDS)` row."""
+    """A `ChangeDocument` body from a `read_rows(changes, CHANGE_FIELDS)` row."""
     source = _snapshot(row, set_path)
     source.update(
         resource_key=row["resource_key"],
         change=row["change"],
-        datetime=_isoformat(row["datetime"]),
+        datetime=row["datetime"],
     )
     source["record"] = record_value(source, CHANGE_RECORD_FIELDS)
     return source
@@ -170,17 +169,24 @@ def _with_ln_text(rows: QuerySet[Any]) -> QuerySet[Any]:
     return rows.annotate(ln_text=Cast("ln", output_field=TextField()))
 
 
-def _read_rows(rows: QuerySet[Any], fields: tuple[str, ...]) -> list[dict[str, Any]]:
-    """`rows.values(*fields)`, with `ln` decoded by orjson and its text kept as `ln_text`.
+def read_rows(rows: QuerySet[Any], fields: tuple[str, ...]) -> list[dict[str, Any]]:
+    """`rows.values(*fields)`, with `ln` decoded by orjson and its text kept as `ln_text`,
+    and datetimes as the text of their `isoformat()`.
 
     Django's JSONField converter cost about as much as building the rest of a
     document; the text also lets `_mark_unchanged` compare links without decoding them.
+    Its datetime loaders cost more again: the datetimes are read as UTC text.
     """
-    names = [name for name in fields if name != "ln"]
-    found = list(_with_ln_text(rows).values(*names, "ln_text"))
+    dates = [name for name in fields if name in DATETIME_FIELDS]
+    texts = {f"{name}_utc": UtcText(name) for name in dates}
+    names = [name for name in fields if name != "ln" and name not in texts]
+    found = list(_with_ln_text(rows).annotate(**texts).values(*names, "ln_text", *texts))
     for row in found:
         text = row["ln_text"]
         row["ln"] = None if text is None else orjson.loads(text)
+        for name in dates:
+            text = row.pop(f"{name}_utc")
+            row[name] = None if text is None else datetime.fromisoformat(text).isoformat()
     return found
 
 
@@ -222,23 +228,19 @@ def _mark_unchanged(sent: Sent, ids: list[int]) -> None:
     with transaction.atomic():
         for set_id in sorted({sent.changes[pk][0] for pk in ids}):
             resource_set_lock(resource_set=ResourceSet(pk=set_id))
-        rows = _with_ln_text(Change.objects.filter(pk__in=ids))
+        rows = _with_ln_text(Change.objects.filter(AnyOf("pk", ids)))
         rows = rows.values_list("pk", "uri", "ln_text", "resource_key")
         changes = {pk: ((uri, ln), key) for pk, uri, ln, key in rows}
-        keys = {sent.changes[pk][2] for pk in ids} - {None}
-        resources = {
-            pk: (uri, ln)
-            for pk, uri, ln in _with_ln_text(Resource.objects.filter(pk__in=keys)).values_list(
-                "pk", "uri", "ln_text"
-            )
-        }
+        keys = {key for pk in ids if (key := sent.changes[pk][2]) is not None}
+        current = _with_ln_text(Resource.objects.filter(AnyOf("pk", keys)))
+        resources = {pk: (uri, ln) for pk, uri, ln in current.values_list("pk", "uri", "ln_text")}
         unchanged = [
             pk
             for pk in ids
             if changes.get(pk, (None, None))[0] == sent.changes[pk][1]
             and _same_resource(sent, sent.changes[pk][2], resources)
         ]
-        Change.objects.filter(pk__in=unchanged).update(indexed=True)
+        Change.objects.filter(AnyOf("pk", unchanged)).update(indexed=True)
 
 
 def _same_resource(sent: Sent, key: int | None, now: dict[int, RowState]) -> bool:
@@ -385,7 +387,7 @@ class Mirror:
         ordered = sorted(keys)
         for start in range(0, len(ordered), BATCH_SIZE):
             chunk = ordered[start : start + BATCH_SIZE]
-            rows = _read_rows(Resource.objects.filter(pk__in=chunk), RESOURCE_FIELDS)
+            rows = read_rows(Resource.objects.filter(AnyOf("pk", chunk)), RESOURCE_FIELDS)
             paths = set_paths(row["resource_set_id"] for row in rows)
             for row in rows:
                 sent.resources[row["id"]] = (row["uri"], row["ln_text"])
@@ -397,7 +399,7 @@ class Mirror:
 
     def _index_change_rows(self, change_ids: list[int]) -> Sent:
         """Index these changes and the current state of the resources they touched."""
-        rows = _read_rows(Change.objects.filter(pk__in=change_ids), CHANGE_FIELDS)
+        rows = read_rows(Change.objects.filter(AnyOf("pk", change_ids)), CHANGE_FIELDS)
         paths = set_paths(row["resource_set_id"] for row in rows)
         touched = {row["resource_key"] for row in rows if row["resource_key"]}
         sent = Sent()

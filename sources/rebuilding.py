@@ -29,6 +29,7 @@ from .indexing import (
     BulkAction,
     Mirror,
     change_source,
+    read_rows,
     resource_source,
     set_paths,
 )
@@ -86,7 +87,7 @@ def _fill(mirror: Mirror, rows: QuerySet[Any], fields: tuple[str, ...], action) 
     def actions() -> Iterator[BulkAction]:
         nonlocal count
         last = 0
-        while batch := list(rows.filter(pk__gt=last).order_by("pk").values(*fields)[:BATCH_SIZE]):
+        while batch := read_rows(rows.filter(pk__gt=last).order_by("pk")[:BATCH_SIZE], fields):
             paths = set_paths(row["resource_set_id"] for row in batch)
             for row in batch:
                 yield action(mirror, row, paths[row["resource_set_id"]])

@@ -23,6 +23,7 @@ from sitemaps.protocol.records import (
     ResourceColumns,
     ResourceRecord,
 )
+from sources.expressions import UtcText
 from sources.models import Change, Resource, ResourceSet
 
 from .base import DEFAULT_BATCH_SIZE, BaseGenerator
@@ -115,11 +116,10 @@ def _lastmod_column() -> tuple[str, Callable[[Any], datetime]]:
     fifth of a page's build): read as UTC text, it is the same one C call.
     """
     column = connection.ops.quote_name(Resource._meta.get_field("lastmod").column)
-    if connection.vendor == "sqlite":
-        return f"{column} || '+00:00'", datetime.fromisoformat
-    if connection.vendor == "postgresql":
-        return f"({column} AT TIME ZONE 'UTC')::text || '+00:00'", datetime.fromisoformat
-    return column, _datetime
+    template = UtcText.templates.get(connection.vendor)
+    if template is None:
+        return column, _datetime
+    return template % {"expressions": column}, datetime.fromisoformat
 
 
 #: The shapes of the `lastmod` texts `_lastmod_column` selects, by their length, digits as 9:

@@ -6,6 +6,7 @@ import copy
 import multiprocessing
 import os
 import subprocess
+from datetime import datetime
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -16,7 +17,13 @@ from django.test.utils import CaptureQueriesContext
 
 from sources.documents import MAPPING_VERSION, ChangeDocument, ResourceDocument
 from sources.generators import get_generator
-from sources.indexing import CHANGE_FIELDS, RESOURCE_FIELDS, change_source, resource_source
+from sources.indexing import (
+    CHANGE_FIELDS,
+    RESOURCE_FIELDS,
+    change_source,
+    read_rows,
+    resource_source,
+)
 from sources.models import Change, Resource
 
 from ..support import created, event, ingest, make_set
@@ -38,13 +45,24 @@ def test_fast_sources_equal_what_the_documents_prepare():
         resource_set,
         [event("updated", "r/0000001", version=2, sha256="a" * 64), event("deleted", "r/0000002")],
     )
+    # Fractions PostgreSQL's text trims (.1), none, and an offset other than UTC's.
+    ingest(
+        resource_set,
+        [
+            event("created", f"f/{n}", lastmod=datetime.fromisoformat(text))
+            for n, text in enumerate(
+                ("2026-01-02T03:04:05.100000+00:00", "2026-01-02T03:04:05+00:00",
+                 "2026-01-02T03:04:05.000001+02:00", "1999-12-31T23:59:59.999999-05:30")
+            )
+        ],
+    )  # fmt: skip
     for resource in Resource.objects.all():
-        row = Resource.objects.filter(pk=resource.pk).values(*RESOURCE_FIELDS).get()
+        (row,) = read_rows(Resource.objects.filter(pk=resource.pk), RESOURCE_FIELDS)
         assert resource_source(row, resource_set.path) == ResourceDocument().prepare(resource)
     changes = list(Change.objects.all())
     assert {change.change for change in changes} == {"created", "updated", "deleted"}
     for change in changes:
-        row = Change.objects.filter(pk=change.pk).values(*CHANGE_FIELDS).get()
+        (row,) = read_rows(Change.objects.filter(pk=change.pk), CHANGE_FIELDS)
         assert change_source(row, resource_set.path) == ChangeDocument().prepare(change)
 
 
