@@ -179,7 +179,7 @@ def read_rows(rows: QuerySet[Any], fields: tuple[str, ...]) -> list[dict[str, An
     """
     dates = [name for name in fields if name in DATETIME_FIELDS]
     texts = {f"{name}_utc": UtcText(name) for name in dates}
-    names = [name for name in fields if name != "ln" and name not in texts]
+    names = [name for name in fields if name != "ln" and name not in DATETIME_FIELDS]
     found = list(_with_ln_text(rows).annotate(**texts).values(*names, "ln_text", *texts))
     for row in found:
         text = row["ln_text"]
