@@ -56,7 +56,9 @@ class UtcText(Func):
     """A datetime column as `YYYY-MM-DD hh:mm:ss[.ffffff]+00:00`, its UTC time.
 
     SQLite stores naive UTC text; PostgreSQL's text of a `timestamp` trims the
-    fraction's zeros. `datetime.fromisoformat` reads both.
+    fraction's zeros. `datetime.fromisoformat` reads both. PostgreSQL writes
+    that text in its ISO `DateStyle`, the only one psycopg (so Django) reads
+    `timestamptz` in at all.
     """
 
     output_field = TextField()
