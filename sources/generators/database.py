@@ -14,7 +14,8 @@ from typing import Any
 
 import orjson
 from django.db import connection
-from django.db.models import Max, Q
+from django.db.models import Max, Q, TextField
+from django.db.models.functions import Cast
 
 from sitemaps.protocol.records import (
     ChangeRecord,
@@ -292,55 +293,42 @@ class DatabaseGenerator(BaseGenerator):
         after: tuple[datetime, int] | None = None,
         batch_size: int = DEFAULT_BATCH_SIZE,
     ) -> Iterator[ChangeRecord]:
-        names = [
-            "id",
-            "resource_key",
-            "uri",
-            "change",
-            "datetime",
-            "lastmod",
-            "length",
-            "md5",
-            "mime",
-            "sha256",
-            "ln",
-        ]
-        rows = Change.objects.filter(_window(since, until), resource_set=resource_set)
+        # Datetimes as UTC text and links as JSON text: Django's loaders and JSONField
+        # decoding cost more than the rest of a Change List entry (bench/README.md, session 10).
+        rows = Change.objects.filter(_window(since, until), resource_set=resource_set).annotate(
+            datetime_utc=UtcText("datetime"),
+            lastmod_utc=UtcText("lastmod"),
+            ln_text=Cast("ln", output_field=TextField()),
+        )
+        names = (
+            "id", "resource_key", "uri", "change", "datetime_utc", "lastmod_utc",
+            "length", "md5", "mime", "sha256", "ln_text",
+        )  # fmt: skip
         while True:
             page = rows
             if after is not None:
                 moment, key = after
                 page = rows.filter(Q(datetime__gt=moment) | Q(datetime=moment, id__gt=key))
             batch = list(page.order_by("datetime", "id").values_list(*names)[:batch_size])
-            for (
-                key,
-                resource_key,
-                uri,
-                change,
-                moment,
-                lastmod,
-                length,
-                md5,
-                mime,
-                sha,
-                ln,
-            ) in batch:
-                yield ChangeRecord(
+            record = None
+            for key, resource_key, uri, change, moment, lastmod, size, md5, mime, sha, ln in batch:
+                record = ChangeRecord(
                     key,
                     resource_key or 0,
                     uri,
                     change,
-                    moment,
-                    lastmod,
-                    length,
+                    datetime.fromisoformat(moment),
+                    None if lastmod is None else datetime.fromisoformat(lastmod),
+                    size,
                     md5,
                     mime,
                     sha,
                     _links(ln),
                 )
-            if len(batch) < batch_size:
+                yield record
+            if len(batch) < batch_size or record is None:
                 return
-            after = (batch[-1][4], batch[-1][0])
+            after = (record.datetime, record.key)
 
     def count_resources(self, resource_set: ResourceSet) -> int:
         return Resource.objects.filter(resource_set=resource_set).count()
