@@ -32,23 +32,26 @@ class AnyOf(Lookup):
     prepare_rhs = False
 
     def __init__(self, field: str | Expression, keys: Iterable[int]) -> None:
-        # int() here: the keys reach SQL as one array or JSON text, not as parameters.
+        # Integers, so that json_each yields integers and psycopg sends an integer array.
         super().__init__(F(field) if isinstance(field, str) else field, [int(k) for k in keys])
 
-    def as_sql(self, compiler: SQLCompiler, connection: BaseDatabaseWrapper) -> Any:
+    def _column(self, compiler: SQLCompiler, connection: BaseDatabaseWrapper) -> Any:
         if not self.rhs:
-            raise EmptyResultSet
-        lhs, params = self.process_lhs(compiler, connection)
+            raise EmptyResultSet  # as `__in=[]`: no query at all
+        return self.process_lhs(compiler, connection)
+
+    def as_sql(self, compiler: SQLCompiler, connection: BaseDatabaseWrapper) -> Any:
+        lhs, params = self._column(compiler, connection)
         return f"{lhs} IN ({', '.join(['%s'] * len(self.rhs))})", [*params, *self.rhs]
 
     def as_sqlite(self, compiler: SQLCompiler, connection: BaseDatabaseWrapper) -> Any:
-        lhs, params = self.process_lhs(compiler, connection)
+        lhs, params = self._column(compiler, connection)
         keys = orjson.dumps(self.rhs).decode()
         # `lhs` is the compiled column; the keys are one bound parameter.
         return f"{lhs} IN (SELECT value FROM json_each(%s))", [*params, keys]  # noqa: S608
 
     def as_postgresql(self, compiler: SQLCompiler, connection: BaseDatabaseWrapper) -> Any:
-        lhs, params = self.process_lhs(compiler, connection)
+        lhs, params = self._column(compiler, connection)
         return f"{lhs} = ANY(%s)", [*params, self.rhs]
 
 
@@ -62,16 +65,26 @@ class UtcText(Func):
     """
 
     output_field = TextField()
-    #: By database vendor; `sources.generators.database` writes its SQL with them too.
     templates: ClassVar[dict[str, str]] = {
         "sqlite": "%(expressions)s || '+00:00'",
         "postgresql": "(%(expressions)s AT TIME ZONE 'UTC')::text || '+00:00'",
     }
 
+    @classmethod
+    def template_for(cls, connection: BaseDatabaseWrapper) -> str | None:
+        """The SQL template on this connection; None where it would not give UTC.
+
+        SQLite's text is in the connection's time zone: UTC unless DATABASES sets
+        one. `sources.generators.database` writes its own SQL with it too.
+        """
+        if connection.vendor == "sqlite" and connection.timezone_name != "UTC":
+            return None
+        return cls.templates.get(connection.vendor)
+
     def as_sql(  # type: ignore[override]
         self, compiler: SQLCompiler, connection: BaseDatabaseWrapper, **extra: Any
     ) -> Any:
-        template = self.templates.get(connection.vendor)
+        template = self.template_for(connection)
         if template is None:
-            raise NotSupportedError(f"UtcText is not written for {connection.vendor}")
+            raise NotSupportedError(f"UtcText needs UTC text, which {connection.vendor} lacks here")
         return super().as_sql(compiler, connection, template=template, **extra)

@@ -22,7 +22,7 @@ from typing import Any
 import orjson
 from django.core.cache import cache
 from django.db import transaction
-from django.db.models import Count, Q, QuerySet, Sum, TextField
+from django.db.models import Count, DateTimeField, Q, QuerySet, Sum, TextField
 from django.db.models.functions import Cast
 from django_elasticsearch_dsl import Index
 from elasticsearch import Elasticsearch
@@ -57,7 +57,7 @@ REFRESH_EVERY_SECONDS = 1.0
 REFRESH_COST_MULTIPLE = 4
 #: Keys read per search when reconcile compares the mirror with the database.
 KEYS_PER_SEARCH = 10_000
-#: Changes marked indexed per UPDATE (SQLite allows 32,766 parameters).
+#: Changes marked indexed per transaction (the keys go as one parameter: `AnyOf`).
 MARK_BATCH_SIZE = 10_000
 #: Of a `_bulk` response, what failures need: each item's status and error.
 BULK_FILTER_PATH = ["errors", "items.*.status", "items.*.error"]
@@ -71,7 +71,6 @@ RESOURCE_FIELDS = (
 CHANGE_FIELDS = (
     *RESOURCE_FIELDS, "resource_key", "change", "datetime",
 )  # fmt: skip
-DATETIME_FIELDS = frozenset({"lastmod", "timestamp", "datetime"})
 
 
 # Documents, built from plain rows: the same `_source` as the Documents'
@@ -177,9 +176,10 @@ def read_rows(rows: QuerySet[Any], fields: tuple[str, ...]) -> list[dict[str, An
     document; the text also lets `_mark_unchanged` compare links without decoding them.
     Its datetime loaders cost more again: the datetimes are read as UTC text.
     """
-    dates = [name for name in fields if name in DATETIME_FIELDS]
+    meta = rows.model._meta
+    dates = [name for name in fields if isinstance(meta.get_field(name), DateTimeField)]
     texts = {f"{name}_utc": UtcText(name) for name in dates}
-    names = [name for name in fields if name != "ln" and name not in DATETIME_FIELDS]
+    names = [name for name in fields if name != "ln" and name not in dates]
     found = list(_with_ln_text(rows).annotate(**texts).values(*names, "ln_text", *texts))
     for row in found:
         text = row["ln_text"]

@@ -45,7 +45,7 @@ _new = tuple.__new__
 
 
 def _links(value: Any) -> tuple[Link, ...]:
-    """Links from the `ln` column: JSON text (SQLite) or already decoded (PostgreSQL)."""
+    """Links from the `ln` column read as JSON text (a decoded list is taken as it is)."""
     if not value or value == "[]":
         return ()
     return _decoded_links(orjson.loads(value) if isinstance(value, str | bytes) else value)
@@ -117,7 +117,7 @@ def _lastmod_column() -> tuple[str, Callable[[Any], datetime]]:
     fifth of a page's build): read as UTC text, it is the same one C call.
     """
     column = connection.ops.quote_name(Resource._meta.get_field("lastmod").column)
-    template = UtcText.templates.get(connection.vendor)
+    template = UtcText.template_for(connection)
     if template is None:
         return column, _datetime
     return template % {"expressions": column}, datetime.fromisoformat

@@ -26,25 +26,23 @@ def test_any_of_finds_the_rows_pk_in_finds():
     assert sorted(found) == sorted(by_in) == wanted
 
 
-def test_any_of_nothing_finds_nothing_and_updates_nothing():
+def test_any_of_nothing_finds_nothing_and_updates_nothing_without_a_query(
+    django_assert_num_queries,
+):
     created(make_set(), 2)
 
-    assert not Resource.objects.filter(AnyOf("pk", [])).exists()
-    assert Change.objects.filter(AnyOf("pk", [])).update(indexed=True) == 0
+    with django_assert_num_queries(0):
+        assert not list(Resource.objects.filter(AnyOf("pk", [])))
+        assert Change.objects.filter(AnyOf("pk", [])).update(indexed=True) == 0
 
 
 def test_any_of_takes_more_keys_than_a_statement_takes_parameters():
-    """SQLite refuses statements of over 32,766 parameters; the keys are one parameter."""
+    """SQLite refuses statements of over 32,766 parameters, PostgreSQL of over 65,535."""
     created(make_set(), 3)
     first = Resource.objects.order_by("pk").values_list("pk", flat=True)[0]
-    keys = [first, *range(10**9, 10**9 + 40_000)]
+    keys = [first, *range(10**9, 10**9 + 70_000)]
 
     assert list(Resource.objects.filter(AnyOf("pk", keys)).values_list("pk", flat=True)) == [first]
-
-
-def test_any_of_refuses_what_is_not_a_key():
-    with pytest.raises(ValueError):
-        AnyOf("pk", ["1); DROP TABLE x; --"])
 
 
 @pytest.mark.parametrize(
