@@ -28,7 +28,6 @@ from django.db.models.sql.compiler import SQLCompiler
 class AnyOf(Lookup):
     """`filter(AnyOf("pk", keys))`: the rows whose integer `field` is one of `keys`."""
 
-    lookup_name = "any_of"
     prepare_rhs = False
 
     def __init__(self, field: str | Expression, keys: Iterable[int]) -> None:
