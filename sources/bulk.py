@@ -208,8 +208,9 @@ def keys_by_uri(resource_set_id: int, uris: Sequence[str]) -> dict[str, int]:
 def known_event_ids(resource_set_id: int, event_ids: Sequence[str]) -> set[str]:
     """The ids among `event_ids` (none empty) that the set's change log already holds."""
     owner, event_id = _columns(Change, "resource_set", "event_id")
-    # `<> ''` lets the partial unique index on (set, event id) serve the lookup.
-    also = f"{event_id} <> ''"
+    # The partial unique index's own condition, as Django writes it, so the index
+    # serves the lookup: SQLite does not see that `<> ''` implies it.
+    also = f"NOT ({event_id} = '')"
     rows = _select_among(Change, (event_id,), (owner, resource_set_id), event_id, event_ids, also)
     return {value for (value,) in rows}
 

@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 from django.db import IntegrityError, connection, transaction
+from django.test.utils import CaptureQueriesContext
 
 from sources.bulk import BulkWriter, keys_by_uri, known_event_ids
 from sources.models import Change, Resource
@@ -123,6 +124,25 @@ def test_known_event_ids_are_the_sets_own():
     known = known_event_ids(resource_set.pk, ["e2", "e0", "o1", "new", "e2"])
 
     assert known == {"e0", "e2"}
+
+
+@pytest.mark.skipif(connection.vendor != "sqlite", reason="SQLite's query planner")
+def test_lookups_by_event_id_and_uri_probe_the_sets_unique_indexes():
+    """Each ingested batch asks which of its event ids and URIs the set holds. With
+    `event_id <> ''` SQLite could not use the partial index (its condition is
+    `NOT (event_id = '')`) and read every change of the set per 2,000 ids."""
+    resource_set = make_set()
+    with CaptureQueriesContext(connection) as queries:
+        known_event_ids(resource_set.pk, ["e1", "e2"])
+        keys_by_uri(resource_set.pk, ["http://x/1"])
+    with connection.cursor() as cursor:
+        plans = []
+        for query in queries:
+            cursor.execute(f"EXPLAIN QUERY PLAN {query['sql']}")
+            plans.append(" ".join(row[-1] for row in cursor.fetchall()))
+    assert len(plans) == 2
+    assert "INDEX unique_event_id_per_set (resource_set_id=? AND event_id=?)" in plans[0]
+    assert "(resource_set_id=? AND uri=?)" in plans[1]  # the unique (set, uri) index
 
 
 def test_changes_get_ids_from_the_sequence_after_the_orms():
