@@ -15,6 +15,7 @@ Together they were about a third of the mirror's CPU per change on PostgreSQL
 from __future__ import annotations
 
 from collections.abc import Iterable
+from datetime import datetime
 from typing import Any, ClassVar
 
 import orjson
@@ -68,6 +69,19 @@ class UtcText(Func):
         "sqlite": "%(expressions)s || '+00:00'",
         "postgresql": "(%(expressions)s AT TIME ZONE 'UTC')::text || '+00:00'",
     }
+
+    @staticmethod
+    def isoformat(text: str) -> str:
+        """`datetime.fromisoformat(text).isoformat()`, by slicing where the shape allows.
+
+        Whole seconds and six-digit fractions (SQLite's text, and PostgreSQL's
+        but when it trims a fraction's zeros) differ from `isoformat()` only by
+        the "T". Parsing and formatting were 6-8 of the 21-23 µs the mirror
+        spent reading a change and its resource.
+        """
+        if len(text) in (25, 32) and text[10] == " ":
+            return f"{text[:10]}T{text[11:]}"
+        return datetime.fromisoformat(text).isoformat()
 
     @classmethod
     def template_for(cls, connection: BaseDatabaseWrapper) -> str | None:

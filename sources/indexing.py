@@ -15,7 +15,6 @@ import threading
 import time
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from datetime import datetime
 from itertools import chain, islice
 from typing import Any
 
@@ -59,8 +58,9 @@ REFRESH_COST_MULTIPLE = 4
 KEYS_PER_SEARCH = 10_000
 #: Changes marked indexed per transaction (the keys go as one parameter: `AnyOf`).
 MARK_BATCH_SIZE = 10_000
-#: Of a `_bulk` response, what failures need: each item's status and error.
-BULK_FILTER_PATH = ["errors", "items.*.status", "items.*.error"]
+#: Of a `_bulk` response, the refused actions only: `{"errors": false}` when none
+#: (each action's status cost the worker more to parse than the rest of its reply).
+BULK_FILTER_PATH = ["errors", "items.*.error"]
 
 BulkAction = tuple[dict[str, Any], dict[str, Any] | None]
 
@@ -133,12 +133,15 @@ ORJSON = OrjsonSerializer()
 
 
 def _raise_refusals(response: Any) -> None:
-    """Fail on any refused action but the delete of a document already gone."""
-    if not response.get("errors"):
-        return
-    for item in response["items"]:
+    """Fail on any refused action but a delete from an index gone (its document is gone too).
+
+    Deleting a document already gone is no refusal: Elasticsearch answers 404
+    without an error.
+    """
+    for item in response.get("items", ()):
         action, info = next(iter(item.items()))
-        if "error" in info and not (action == "delete" and info.get("status") == 404):
+        gone = action == "delete" and info["error"].get("type") == "index_not_found_exception"
+        if not gone:
             raise RuntimeError(f"Elasticsearch refused a {action}: {info['error']}")
 
 
@@ -186,7 +189,7 @@ def read_rows(rows: QuerySet[Any], fields: tuple[str, ...]) -> list[dict[str, An
         row["ln"] = None if text is None else orjson.loads(text)
         for name in dates:
             text = row.pop(f"{name}_utc")
-            row[name] = None if text is None else datetime.fromisoformat(text).isoformat()
+            row[name] = None if text is None else UtcText.isoformat(text)
     return found
 
 

@@ -222,10 +222,12 @@ def test_a_refused_document_fails_the_batch_but_deleting_an_absent_one_does_not(
 ):
     mirror = use_elasticsearch.mirror
     absent = {"delete": {"_index": mirror.resources_index, "_id": "424242"}}
-    mirror.send([(absent, None)])
+    index_gone = {"delete": {"_index": f"{mirror.resources_index}-gone", "_id": "1"}}
+    mirror.send([(absent, None), (index_gone, None)])
+    accepted = {"index": {"_index": mirror.resources_index, "_id": "2"}}
     refused = {"index": {"_index": mirror.resources_index, "_id": "1"}}
     with pytest.raises(RuntimeError, match="Elasticsearch refused a index"):
-        mirror.send([(refused, {"key": "not a number"})])
+        mirror.send([(accepted, {"key": 2}), (refused, {"key": "not a number"}), (absent, None)])
 
 
 # The mapping: the seeds' fields, fewer Lucene documents.

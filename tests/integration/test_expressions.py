@@ -52,6 +52,7 @@ def test_any_of_takes_more_keys_than_a_statement_takes_parameters():
         "2026-01-02T03:04:05+00:00",
         "2026-01-02T03:04:05.000001+02:00",
         "1999-12-31T23:59:59.999999-05:30",
+        "2026-01-02T03:04:05.123450+00:00",
     ],
 )
 def test_utc_text_reads_the_datetime_the_orm_reads(lastmod):
@@ -62,3 +63,4 @@ def test_utc_text_reads_the_datetime_the_orm_reads(lastmod):
     assert datetime.fromisoformat(row["text"]) == row["lastmod"] == datetime.fromisoformat(lastmod)
     assert datetime.fromisoformat(row["text"]).tzinfo == UTC
     assert datetime.fromisoformat(row["text"]).isoformat() == row["lastmod"].isoformat()
+    assert UtcText.isoformat(row["text"]) == row["lastmod"].isoformat()
