@@ -58,9 +58,9 @@ REFRESH_COST_MULTIPLE = 4
 KEYS_PER_SEARCH = 10_000
 #: Changes marked indexed per transaction (the keys go as one parameter: `AnyOf`).
 MARK_BATCH_SIZE = 10_000
-#: Of a `_bulk` response, the refused actions only: `{"errors": false}` when none
-#: (each action's status cost the worker more to parse than the rest of its reply).
-BULK_FILTER_PATH = ["errors", "items.*.error"]
+#: Of a `_bulk` response, the refused actions only, `{}` when none: each action's
+#: status cost the worker more to parse than the rest of its reply.
+BULK_FILTER_PATH = ["items.*.error"]
 
 BulkAction = tuple[dict[str, Any], dict[str, Any] | None]
 
@@ -140,9 +140,9 @@ def _raise_refusals(response: Any) -> None:
     """
     for item in response.get("items", ()):
         action, info = next(iter(item.items()))
-        gone = action == "delete" and info["error"].get("type") == "index_not_found_exception"
-        if not gone:
-            raise RuntimeError(f"Elasticsearch refused a {action}: {info['error']}")
+        error = info.get("error")
+        if error and not (action == "delete" and error.get("type") == "index_not_found_exception"):
+            raise RuntimeError(f"Elasticsearch refused a {action}: {error}")
 
 
 #: Not mirrored yet, said twice so that SQLite searches the partial index

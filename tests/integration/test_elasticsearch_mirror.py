@@ -228,6 +228,10 @@ def test_a_refused_document_fails_the_batch_but_deleting_an_absent_one_does_not(
     refused = {"index": {"_index": mirror.resources_index, "_id": "1"}}
     with pytest.raises(RuntimeError, match="Elasticsearch refused a index"):
         mirror.send([(accepted, {"key": 2}), (refused, {"key": "not a number"}), (absent, None)])
+    stale = {"delete": {"_index": mirror.resources_index, "_id": "2", "if_seq_no": 99}}
+    stale["delete"]["if_primary_term"] = 1
+    with pytest.raises(RuntimeError, match=r"refused a delete.*version_conflict"):
+        mirror.send([(stale, None)])
 
 
 # The mapping: the seeds' fields, fewer Lucene documents.

@@ -64,3 +64,18 @@ def test_utc_text_reads_the_datetime_the_orm_reads(lastmod):
     assert datetime.fromisoformat(row["text"]).tzinfo == UTC
     assert datetime.fromisoformat(row["text"]).isoformat() == row["lastmod"].isoformat()
     assert UtcText.isoformat(row["text"]) == row["lastmod"].isoformat()
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "2026-01-02 03:04:05+00:00",
+        "2026-01-02 03:04:05.123456+00:00",
+        "2026-01-02 03:04:05.1+00:00",
+        "2026-01-02 03:04:05.12345+00:00",
+        "0001-01-01 00:00:00.000001+00:00",
+    ],
+)
+def test_utc_text_isoformat_is_the_parsed_datetimes(text):
+    """Slicing stands for parsing and formatting, whichever shape the database writes."""
+    assert UtcText.isoformat(text) == datetime.fromisoformat(text).isoformat()
