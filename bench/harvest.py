@@ -59,6 +59,10 @@ RESULTS = REPO / "bench" / "results"
 PYTHON = Path(sys.executable)  # the venv running the bench (a worktree may have no .venv)
 RESYNC_SYNC = PYTHON.parent / "resync-sync"
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import remove_work  # noqa: E402
+
 FILES_PER_FOLDER = 1_000
 FIRST_LASTMOD = dt.datetime(2024, 1, 1, tzinfo=dt.UTC)
 RESERVED_PREFIX = ".resourcesync"  # the harvester's state and lock files
@@ -317,18 +321,19 @@ def harvest_summary(figures: dict[str, Any]) -> dict[str, Any]:
 
 
 def run_resync(
-    capability_list: str, base_url: str, work: Path, timeout: float
+    capability_list: str, base_url: str, work: Path, timeout: float, name: str = "resync"
 ) -> tuple[dict, Path]:
-    destination = work / "resync-mirror"
+    destination = work / f"{name}-mirror"
     command = [
         str(RESYNC_SYNC), "--baseline", "--capabilitylist", capability_list,
         "--hash", "md5", "--hash", "sha-256", "--tries", "2", "--timeout", str(int(timeout)),
         f"{base_url}/={destination}",
     ]  # fmt: skip
     # resync keeps its state in the working folder: give it one of its own.
-    cwd = work / "resync-cwd"
+    cwd = work / f"{name}-cwd"
     cwd.mkdir()
-    return run_process(command, cwd=cwd, env=dict(os.environ), log=work / "resync.log"), destination
+    figures = run_process(command, cwd=cwd, env=dict(os.environ), log=work / f"{name}.log")
+    return figures, destination
 
 
 # Checking
@@ -532,7 +537,7 @@ def run_in_work_folder(
         print(f"work folder kept for inspection: {work}", file=sys.stderr)
         return 1
     if not args.keep:
-        shutil.rmtree(work, ignore_errors=True)
+        remove_work(work)
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text(json.dumps(results, indent=2) + "\n")
     for line in summary(results):

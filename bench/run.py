@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -38,7 +39,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import REPO, RESULTS, WORK, machine, need_command, row
+from common import REPO, RESULTS, SET_ASIDE, WORK, machine, need_command, row
 
 README = REPO / "bench" / "README.md"
 SCRIPTS = REPO / "scripts"
@@ -221,6 +222,23 @@ def run_one(benchmark: Benchmark, args: argparse.Namespace, services: Services, 
     else:
         benchmark.results = json.loads(output.read_text())
     print(f"=== {key(benchmark)}: exit {benchmark.exit_code} in {benchmark.seconds} s", flush=True)
+
+
+def run_all(
+    selected: list[Benchmark], args: argparse.Namespace, services: Services, logs: Path
+) -> None:
+    """One after the other; their work folders are deleted only at the end.
+
+    A deletion slows the next benchmark's file creation on this machine
+    (`common.remove_work`), so the scripts move theirs aside instead.
+    """
+    set_aside = os.environ[SET_ASIDE] = str(logs.with_name(f"set-aside-{logs.name}"))
+    try:
+        for benchmark in selected:
+            run_one(benchmark, args, services, logs)
+    finally:
+        del os.environ[SET_ASIDE]
+        shutil.rmtree(set_aside, ignore_errors=True)
 
 
 def default_sigint() -> None:
@@ -470,8 +488,7 @@ def main(argv: list[str] | None = None) -> int:
         if postgres:
             report["services"]["postgres"] = services.postgres
         report["databases"] = args.databases
-        for benchmark in selected:
-            run_one(benchmark, args, services, logs)
+        run_all(selected, args, services, logs)
     report["rows"] = table_rows(selected)
     report["benchmarks"] = {
         key(b): {

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import sys
 import time
 from datetime import datetime
@@ -44,6 +43,7 @@ from common import (  # noqa: E402
     log,
     machine,
     now_iso,
+    remove_work,
     row,
 )
 
@@ -212,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
             results = run(args, work)
         finally:
             if not args.keep:
-                shutil.rmtree(work, ignore_errors=True)
+                remove_work(work)
     finish(results, args.output or RESULTS / f"scan-{stamp}.json", "scan")
     return 0
 
