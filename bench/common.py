@@ -38,9 +38,6 @@ BIN = Path(sys.executable).parent
 #: Set by bench/run.py: the folder its scripts move their finished work folders
 #: into, deleted once the whole run is over (see `remove_work`).
 SET_ASIDE = "BENCH_SET_ASIDE"
-#: Set by bench/run.py: the folder its scripts move their finished work folders
-#: into, deleted once the whole run is over (see `remove_work`).
-SET_ASIDE = "BENCH_SET_ASIDE"
 
 DEFAULT_ELASTICSEARCH = "http://127.0.0.1:9260"
 DEFAULT_REDIS = "redis://127.0.0.1:6399/1"
