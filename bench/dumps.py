@@ -59,11 +59,18 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import add_database_argument, database_name, database_url, row
-from harvest import (
+from common import (
+    REPO,
     BenchFailure,
-    SourceFile,
+    add_database_argument,
     check,
+    database_name,
+    database_url,
+    row,
+)
+from harvest import (
+    PYTHON,
+    SourceFile,
     harvest_summary,
     harvester_env,
     run_in_work_folder,
@@ -75,8 +82,6 @@ from harvest import (
 from harvest import content as small_content
 from latency import latency_proxy, measured_rtt_ms
 
-REPO = Path(__file__).resolve().parent.parent
-PYTHON = Path(sys.executable)  # the venv running the bench (a worktree may have no .venv)
 LARGE_BYTES = 1024 * 1024
 FILES_PER_FOLDER = 1_000
 INGEST_CHUNK = 5_000

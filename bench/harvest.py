@@ -53,28 +53,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parent.parent
-WORK = REPO / "bench" / "work"
-RESULTS = REPO / "bench" / "results"
-PYTHON = Path(sys.executable)  # the venv running the bench (a worktree may have no .venv)
-RESYNC_SYNC = PYTHON.parent / "resync-sync"
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import remove_work  # noqa: E402
+from common import REPO, RESULTS, WORK, BenchFailure, check, load_average, remove_work
 
+PYTHON = Path(sys.executable)  # the venv running the bench (a worktree may have no .venv)
+RESYNC_SYNC = PYTHON.parent / "resync-sync"
 FILES_PER_FOLDER = 1_000
 FIRST_LASTMOD = dt.datetime(2024, 1, 1, tzinfo=dt.UTC)
 RESERVED_PREFIX = ".resourcesync"  # the harvester's state and lock files
-
-
-class BenchFailure(AssertionError):
-    """A run that did not copy the source exactly: no figure from it may be reported."""
-
-
-def check(condition: bool, message: str) -> None:
-    if not condition:
-        raise BenchFailure(message)
 
 
 # The source
@@ -374,10 +361,6 @@ def verify(
 
 
 # Main
-
-
-def load_average() -> list[float]:
-    return [round(value, 2) for value in os.getloadavg()]
 
 
 def say(message: str) -> None:
