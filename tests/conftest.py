@@ -26,6 +26,7 @@ gunicorn, `manage.py`) or another thread's connection can open it.
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import signal
@@ -33,6 +34,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -334,3 +336,24 @@ def published_dir(settings, tmp_path) -> Path:
     """Each test publishes into its own tree, so regeneration always exercises it."""
     settings.RESOURCESYNC_PUBLISHED_DIR = str(tmp_path / "published")
     return tmp_path / "published"
+
+
+# --- Database connections ----------------------------------------------------------------
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_database_connection_left_open(django_db_setup):
+    """Fail the run when a test left a database connection open (one a thread of its own
+    opened and never closed, say): PostgreSQL then refuses to drop the test database, which
+    pytest-django only warns of, and only when the garbage collector has not closed it first.
+
+    Torn down before `django_db_setup`, whose teardown drops the database; collecting here
+    finds such a connection every time. A connection collected earlier in the run fails
+    the test it was collected in (pyproject.toml's filterwarnings).
+    """
+    yield
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ResourceWarning)
+        gc.collect()
+    left_open = [str(w.message) for w in caught if "deleted while still open" in str(w.message)]
+    assert not left_open, f"a test left a database connection open: {left_open}"

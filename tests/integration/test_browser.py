@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from django.db import connections
 from django.test import TestCase
 
 from sitemaps import regeneration
@@ -160,10 +161,14 @@ def test_regenerate_now_shows_progress_then_the_run(
     monkeypatch.setattr(regeneration.RegenerationRun, "store_page", store_slowly)
     worker: list[threading.Thread] = []
 
+    def regenerate_in_thread(resource_set_id, full):
+        try:
+            regenerate_resource_set.apply((resource_set_id,), {"full": full})
+        finally:
+            connections.close_all()  # the thread's own, as a worker closes its after a task
+
     def to_worker(resource_set_id, full=False):
-        thread = threading.Thread(
-            target=regenerate_resource_set.apply, args=((resource_set_id,), {"full": full})
-        )
+        thread = threading.Thread(target=regenerate_in_thread, args=(resource_set_id, full))
         worker.append(thread)
         thread.start()
         from celery.result import AsyncResult
