@@ -370,6 +370,12 @@ LOGGING = {
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
-    # httpx logs every request at INFO; the harvester reports its own progress.
-    "loggers": {"httpx": {"level": "WARNING"}, "elastic_transport": {"level": "WARNING"}},
+    "loggers": {
+        # Through the root's handler only: Django's own console handler (DEBUG only)
+        # wrote every line of `make run` twice.
+        "django": {"handlers": []},
+        # httpx logs every request at INFO; the harvester reports its own progress.
+        "httpx": {"level": "WARNING"},
+        "elastic_transport": {"level": "WARNING"},
+    },
 }
