@@ -39,16 +39,23 @@ if TYPE_CHECKING:
 
 
 class KeyTracker:
-    """Change records passed through as they are, noting the greatest key."""
+    """Change records passed through as they are, noting the greatest key, and the
+    first and the latest datetimes read (after a full page, the latest is the first
+    change that did not fit)."""
 
     def __init__(self, records: Iterable[ChangeRecord], max_key: int | None = None) -> None:
         self.records = records
         self.max_key = max_key
+        self.first_datetime: datetime | None = None
+        self.latest_datetime: datetime | None = None
 
     def __iter__(self) -> Iterator[ChangeRecord]:
         for record in self.records:
             if self.max_key is None or record.key > self.max_key:
                 self.max_key = record.key
+            if self.first_datetime is None:
+                self.first_datetime = record.datetime
+            self.latest_datetime = record.datetime
             yield record
 
 
@@ -60,6 +67,9 @@ class BuiltChangeList:
     last_key: int | None
     last_datetime: datetime | None
     max_key: int | None
+    #: Of the records read for it: the first's datetime and the latest's.
+    first_read: datetime | None = None
+    latest_read: datetime | None = None
 
     @classmethod
     def of(
@@ -67,9 +77,10 @@ class BuiltChangeList:
     ) -> BuiltChangeList:
         """The version `page`; with no record of its own, its last entry is `previous`'s."""
         last = page.last_record
+        read = (tracker.first_datetime, tracker.latest_datetime)
         if last is None:
-            return cls(page, previous.last_key, previous.last_datetime, tracker.max_key)
-        return cls(page, last.key, last.datetime, tracker.max_key)
+            return cls(page, previous.last_key, previous.last_datetime, tracker.max_key, *read)
+        return cls(page, last.key, last.datetime, tracker.max_key, *read)
 
 
 #: Bump when `change_entry` renders an entry differently: open lists written
@@ -114,7 +125,7 @@ def append(
     if result is None or result.has_more or tail.max_key is None:
         return None
     through = max(tail.max_key, run.watermark)
-    if not holds_every_change(run.resource_set, page.since, through, result.entries):
+    if not holds_every_change(run.resource_set, page, through, result.entries):
         return None
     return BuiltChangeList.of(result, tail, page)
 
@@ -145,12 +156,17 @@ def previous_entries(page: ChangeListPage, resolved: str) -> bytes | None:
 
 
 def holds_every_change(
-    resource_set: ResourceSet, since: datetime, through: int, entries: int
+    resource_set: ResourceSet, page: ChangeListPage, through: int, entries: int
 ) -> bool:
-    """Whether `entries` is the number of the log's changes from `since` with ids up to `through`.
+    """Whether `entries` is the number of the log's changes in the open list's window
+    with ids up to `through`.
 
     The version holds `entries` distinct changes, all among those (its ids are
     at most `through`), so equal counts mean it holds every one of them.
     """
-    window = Change.objects.filter(resource_set=resource_set, datetime__gte=since, id__lte=through)
+    window = Change.objects.filter(
+        resource_set=resource_set, datetime__gte=page.since, id__lte=through
+    )
+    if page.since_key is not None:
+        window = window.exclude(datetime=page.since, id__lte=page.since_key)
     return window.count() == entries

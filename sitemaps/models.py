@@ -73,6 +73,19 @@ class ChangeListPage(StoredDocument):
     )
     since = models.DateTimeField()
     until = models.DateTimeField(null=True, blank=True, help_text="Set once the list is closed.")
+    # More changes at one instant than a list holds split inside it, in change id order:
+    # the closed list ends at (until, until_key), the next starts after (since, since_key).
+    since_key = models.BigIntegerField(
+        null=True,
+        blank=True,
+        help_text="When the list starts inside its `since` instant: the previous list's "
+        "last change id there.",
+    )
+    until_key = models.BigIntegerField(
+        null=True,
+        blank=True,
+        help_text="When the list ends inside its `until` instant: its last change id there.",
+    )
     final = models.BooleanField(
         default=False, help_text="Written with every change up to `until`; never rewritten."
     )
@@ -93,7 +106,8 @@ class ChangeListPage(StoredDocument):
     )
 
     class Meta:
-        ordering = ["resource_set", "since"]
+        # A list (package) that starts inside an instant comes after the one starting at it.
+        ordering = ["resource_set", "since", models.F("since_key").asc(nulls_first=True)]
         constraints = [
             models.UniqueConstraint(fields=["resource_set", "number"], name="unique_cl_page"),
         ]
@@ -236,7 +250,8 @@ class ResourcePackage(DumpPackage):
 
 
 class ChangePackage(DumpPackage):
-    """A Change Dump package: every change with `since <= datetime <= until`.
+    """A Change Dump package: every change with `since <= datetime <= until` (and, at an
+    instant split between two packages, only its own by change id).
 
     Packages follow the Change List windows; a window may need several. The
     open one (`until` empty) is rebuilt as changes arrive; a `final` one never is.
@@ -247,10 +262,14 @@ class ChangePackage(DumpPackage):
     )
     since = models.DateTimeField()
     until = models.DateTimeField(null=True, blank=True)
+    # As ChangeListPage's: set when one instant's changes fill more than a package.
+    since_key = models.BigIntegerField(null=True, blank=True)
+    until_key = models.BigIntegerField(null=True, blank=True)
     final = models.BooleanField(default=False)
 
     class Meta:
-        ordering = ["resource_set", "since"]
+        # A list (package) that starts inside an instant comes after the one starting at it.
+        ordering = ["resource_set", "since", models.F("since_key").asc(nulls_first=True)]
         constraints = [
             models.UniqueConstraint(fields=["resource_set", "number"], name="unique_cd_package"),
         ]

@@ -23,6 +23,7 @@ from concurrent.futures import Future
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from itertools import takewhile
 
 from django.conf import settings
 from django.db import connections, transaction
@@ -31,7 +32,7 @@ from django.utils import timezone
 
 from journal.models import Run, RunKind
 from journal.recording import record_run
-from sitemaps.protocol.records import ResourceRecord
+from sitemaps.protocol.records import ChangeRecord, ResourceRecord
 from sources.generators import BaseGenerator, get_generator
 from sources.models import Change, ResourceSet
 from sources.services import resource_set_lock
@@ -631,17 +632,37 @@ class RegenerationRun:
                 resource_set=self.resource_set, number=1, since=since
             )
 
-    def close(self, page: ChangeListPage, until: datetime) -> ChangeListPage:
-        """Close `page` at `until` under the set's lock and open the next list."""
+    def close(
+        self, page: ChangeListPage, until: datetime, until_key: int | None = None
+    ) -> ChangeListPage:
+        """Close `page` at `until` under the set's lock and open the next list.
+
+        With `until_key` the list ends inside that instant, after that change, and
+        the next one starts there: at the same instant, after the same change.
+        """
         with transaction.atomic():
             resource_set_lock(resource_set=self.resource_set)
-            page.until = until
-            page.save(update_fields=["until"])
-            since = until + ONE_MICROSECOND
+            page.until, page.until_key = until, until_key
+            page.save(update_fields=["until", "until_key"])
+            since = until if until_key is not None else until + ONE_MICROSECOND
             ResourceSet.objects.filter(pk=self.resource_set.pk).update(accepts_changes_since=since)
             return ChangeListPage.objects.create(
-                resource_set=self.resource_set, number=page.number + 1, since=since
+                resource_set=self.resource_set,
+                number=page.number + 1,
+                since=since,
+                since_key=until_key,
             )
+
+    def close_full(self, page: ChangeListPage, built: BuiltChangeList) -> ChangeListPage:
+        """Close a full open list after its last instant that fits whole, or inside that
+        instant when the list holds nothing else (one instant fills it alone)."""
+        last = built.page.last_record
+        assert last is not None and built.latest_read is not None, "a full list has entries"
+        if built.latest_read > last.datetime:
+            return self.close(page, last.datetime)  # the next change is later: all fit
+        if built.first_read is not None and built.first_read < last.datetime:
+            return self.close(page, last.datetime - ONE_MICROSECOND)
+        return self.close(page, last.datetime, until_key=last.key)
 
     def complete_through(self, until: datetime) -> bool:
         """Whether every change up to `until` is visible to the generator."""
@@ -657,13 +678,8 @@ class RegenerationRun:
             built = self.build_change_page(page, index_url)
         result = built.page
         if result.has_more and result.last_record is not None and page.until is None:
-            # Full: close at the last datetime that fits whole, then write the rest anew.
-            until = result.last_record.datetime
-            if self.generator.count_changes(self.resource_set, since=page.since, until=until) > (
-                result.entries
-            ):
-                until -= ONE_MICROSECOND
-            pages.append(self.close(page, until))
+            # Full: close it, then write it and the rest anew.
+            pages.append(self.close_full(page, built))
             self.write_change_page(page, pages)
             self.write_change_page(pages[-1], pages)
             return
@@ -671,9 +687,7 @@ class RegenerationRun:
 
     def build_change_page(self, page: ChangeListPage, index_url: str | None) -> BuiltChangeList:
         """The list rendered from every change in its window."""
-        records = KeyTracker(
-            self.generator.iter_changes(self.resource_set, since=page.since, until=page.until)
-        )
+        records = KeyTracker(self.page_changes(page))
         result = build_change_list(
             records,
             since=page.since,
@@ -684,6 +698,18 @@ class RegenerationRun:
             max_bytes=self.max_bytes,
         )
         return BuiltChangeList.of(result, records, page)
+
+    def page_changes(self, page: ChangeListPage) -> Iterator[ChangeRecord]:
+        """The changes in the list's window, in (datetime, id) order; at an instant split
+        between two lists, only its own (`since_key`, `until_key`)."""
+        after = None if page.since_key is None else (page.since, page.since_key)
+        records = self.generator.iter_changes(
+            self.resource_set, since=page.since, until=page.until, after=after
+        )
+        if page.until is None or page.until_key is None:
+            return records
+        end = (page.until, page.until_key)
+        return takewhile(lambda record: (record.datetime, record.key) <= end, records)
 
     def store_change_page(self, page: ChangeListPage, built: BuiltChangeList) -> None:
         """Save the version and point the row (with its append base) at it."""

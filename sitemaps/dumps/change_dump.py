@@ -3,7 +3,10 @@
 Each Change List window `[since, until]` gets one package, or several when
 it outgrows a package's limits; a package then closes at a datetime (never
 between two changes of the same instant), so it holds every change of its
-interval. Packages of the open window are rebuilt as changes arrive; a
+interval, unless one instant fills it alone: then it closes inside that
+instant, after a change (`until_key`), where the next one starts. Lists
+split inside one instant (more changes at it than a list holds) are one
+window here. Packages of the open window are rebuilt as changes arrive; a
 package whose interval is closed and fully visible to the generator is
 `final` and never rebuilt. A rebuilt package copies the bitstreams its
 previous version holds: the bytes of a version whose file was overwritten
@@ -14,6 +17,7 @@ file changed before any package took it) is left out and reported.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import cast
 
@@ -28,6 +32,28 @@ from .packaging import Item, Planned, plan_package
 
 ONE_MICROSECOND = timedelta(microseconds=1)
 CHANGES_FOLDER = "/changes/"
+#: Where a package starts: an instant, and the change id there after which (None: all of it).
+Start = tuple[datetime, int | None]
+
+
+@dataclass(frozen=True)
+class Window:
+    """The interval of one Change List, or of consecutive lists split inside an instant."""
+
+    since: datetime
+    until: datetime | None
+
+
+def dump_windows(pages: list[ChangeListPage]) -> list[Window]:
+    """The Change List windows, a list that starts inside the previous one's last instant
+    (`since_key`) joined to it: a package closes only between two instants."""
+    windows: list[Window] = []
+    for page in pages:
+        if page.since_key is not None and windows:
+            windows[-1] = Window(windows[-1].since, page.until)
+        else:
+            windows.append(Window(page.since, page.until))
+    return windows
 
 
 class ChangeDumpWriter:
@@ -39,10 +65,12 @@ class ChangeDumpWriter:
 
     def run(self) -> list[ChangePackage] | None:
         """Every package oldest first, or None when none had to change."""
-        windows = list(ChangeListPage.objects.filter(resource_set=self.resource_set))
+        windows = dump_windows(list(ChangeListPage.objects.filter(resource_set=self.resource_set)))
         packages = list(ChangePackage.objects.filter(resource_set=self.resource_set))
         touched = list(self.job.new_changes().values_list("datetime", flat=True))
-        settled = max((p.until for p in packages if p.final and p.until), default=None)
+        settled = max(
+            (p.until for p in packages if p.final and p.until and p.until_key is None), default=None
+        )
         changed = False
         for window in windows:
             if settled is not None and window.until is not None and window.until <= settled:
@@ -56,7 +84,7 @@ class ChangeDumpWriter:
         return list(ChangePackage.objects.filter(resource_set=self.resource_set))
 
     def needs_writing(
-        self, window: ChangeListPage, mine: list[ChangePackage], touched: list[datetime]
+        self, window: Window, mine: list[ChangePackage], touched: list[datetime]
     ) -> bool:
         """Whether the window's packages are missing, stale, or still to be closed."""
         open_ones = [package for package in mine if not package.final]
@@ -69,40 +97,44 @@ class ChangeDumpWriter:
         start = open_ones[0].since
         return any(start <= moment for moment in touched)
 
-    def fill(self, window: ChangeListPage, mine: list[ChangePackage]) -> None:
+    def fill(self, window: Window, mine: list[ChangePackage]) -> None:
         """Rewrite the window's packages from its first one not final."""
         keep = [] if self.job.full else _final_prefix(mine)
         redo = mine[len(keep) :]
         reuse = [package.storage_name for package in redo if package.storage_name]
-        cursor = keep[-1].until + ONE_MICROSECOND if keep and keep[-1].until else window.since
+        start: Start = _after(keep[-1]) if keep and keep[-1].until else (window.since, None)
         while True:
-            planned = self.plan(cursor, window.until)
+            planned, until_key = self.plan(start, window.until)
             if not planned.items:
                 break  # no changes (left) in the window: no package for them
             until = window.until if not planned.has_more else _when(planned.items[-1])
-            package = redo.pop(0) if redo else self.new_package(cursor)
-            self.write(package, planned, since=cursor, until=until, reuse=reuse)
+            package = redo.pop(0) if redo else self.new_package(start[0])
+            package.since_key, package.until_key = start[1], until_key
+            self.write(package, planned, since=start[0], until=until, reuse=reuse)
             if not planned.has_more or until is None:
                 break
-            cursor = until + ONE_MICROSECOND
+            start = _after(package)
         for leftover in redo:
             self.job.remove(leftover)
 
-    def plan(self, since: datetime, until: datetime | None) -> Planned:
-        """The changes from `since` that fit one package, closed between two instants."""
-        planned = plan_package(self.items(since, until), self.job.limits, _render)
+    def plan(self, start: Start, until: datetime | None) -> tuple[Planned, int | None]:
+        """The changes from `start` that fit one package, closed between two instants; or,
+        when one instant fills it alone, inside it, with the key of its last change."""
+        planned = plan_package(self.items(start, until), self.job.limits, _render)
         if not planned.has_more or planned.following is None:
-            return planned
+            return planned, None
         instant = _when(planned.following)
         whole = [item for item in planned.items if _when(item) < instant]
         if not whole:
-            raise DocumentTooLarge(
-                f"more changes at {instant} than one Change Dump package may hold"
-            )
-        return Planned(whole, has_more=True)
+            return planned, cast(ChangeRecord, planned.items[-1].record).key
+        return Planned(whole, has_more=True), None
 
-    def items(self, since: datetime, until: datetime | None) -> Iterator[Item]:
-        records = self.job.generator.iter_changes(self.resource_set, since=since, until=until)
+    def items(self, start: Start, until: datetime | None) -> Iterator[Item]:
+        since, key = start
+        after = None if key is None else (since, key)
+        records = self.job.generator.iter_changes(
+            self.resource_set, since=since, until=until, after=after
+        )
         for record in records:
             yield Item(record, change_path(self.resource_set, record))
 
@@ -150,8 +182,16 @@ def change_path(resource_set, record: ChangeRecord) -> str:
     return f"{CHANGES_FOLDER}{record.key}/{relative}"
 
 
-def _in_window(package: ChangePackage, window: ChangeListPage) -> bool:
+def _in_window(package: ChangePackage, window: Window) -> bool:
     return package.since >= window.since and (window.until is None or package.since <= window.until)
+
+
+def _after(package: ChangePackage) -> Start:
+    """Where the package after `package` starts: inside its last instant if it split it."""
+    assert package.until is not None
+    if package.until_key is not None:
+        return package.until, package.until_key
+    return package.until + ONE_MICROSECOND, None
 
 
 def _final_prefix(packages: list[ChangePackage]) -> list[ChangePackage]:

@@ -7,6 +7,7 @@ from datetime import datetime, timedelta
 
 import pytest
 from django.test import Client, TestCase
+from django.utils import timezone
 from lxml import etree
 
 from sitemaps.models import ChangeListPage, ResourceListPage
@@ -17,6 +18,7 @@ from sources.services import ingest_events
 from ..support import NS, assert_valid, created, event, ingest, make_set, store_documents_in
 
 BASE = "/resourcesync/acme/articles"
+LATER = "http://data.example.org/later"
 pytestmark = pytest.mark.django_db
 
 
@@ -343,3 +345,36 @@ def _stream(response):
 
     body = b"".join(response.streaming_content) if response.streaming else response.content
     return io.BytesIO(body)
+
+
+def test_more_changes_at_one_instant_than_a_list_holds_are_split_inside_it(client, backend):
+    """A harvester may date a whole batch with one instant. The lists then split inside it
+    (the closed one's `until` is the next one's `from`), each change is in exactly one
+    list, and the set goes on publishing: it stopped for good before."""
+    resource_set = make_set(entries_per_document=3)
+    moment = timezone.now()
+    ingest(resource_set, [event("created", f"same/{n}", datetime=moment) for n in range(7)])
+    ingest(resource_set, [event("created", "later")])
+    expected = sorted([f"http://data.example.org/same/{n}" for n in range(7)] + [LATER])
+
+    def published() -> tuple[list[str], list[tuple[str, str | None]]]:
+        _, body, _ = get(client, f"{BASE}/changelist.xml")
+        seen, windows = [], []
+        for part in assert_valid(body).findall("sm:sitemap", NS):
+            url = part.findtext("sm:loc", namespaces=NS).removeprefix("http://127.0.0.1:8000")
+            status, content, _ = get(client, url)
+            assert status == 200
+            assert_valid(content)
+            window = md(content)
+            windows.append((window["from"], window.get("until")))
+            seen += locs(content)
+        return sorted(seen), windows
+
+    seen, windows = published()
+    assert seen == expected
+    instant = moment.isoformat().replace("+00:00", "Z")
+    assert windows[:2] == [(windows[0][0], instant), (instant, instant)]
+    assert windows[2] == (instant, None)
+    # A full run writes the same lists again.
+    regenerate(resource_set, full=True)
+    assert published() == (seen, windows)

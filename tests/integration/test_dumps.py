@@ -7,6 +7,7 @@ manifest entry and with the file it came from.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import io
 import itertools
@@ -18,6 +19,7 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.test import Client
 from django.urls import reverse
+from django.utils import timezone
 from lxml import etree
 from resync.change_dump import ChangeDump
 from resync.change_dump_manifest import ChangeDumpManifest
@@ -496,3 +498,21 @@ def test_superseded_packages_are_cleaned_up_after_the_grace_period(tmp_path: Pat
     assert all(storage.exists(name) for name in current)
     for package in ChangePackage.objects.all():
         assert storage.exists(package.storage_name) and storage.exists(package.manifest_name)
+
+
+def test_lists_split_inside_one_instant_make_one_change_dump_window(client, tmp_path: Path):
+    """More changes at one instant than a Change List holds split the lists inside it;
+    the Change Dump packages each of those changes once, in one window."""
+    files = FileSet(tmp_path / "files", entries_per_document=3)
+    moment = timezone.now()
+    events = [files.write(f"r{n}.txt", content(n)) for n in range(7)]
+    files.post([dataclasses.replace(event, datetime=moment) for event in events])
+    files.post([files.write("later.txt", content(7))])
+
+    body = get(client, f"{BASE}/changedump.xml")[1]
+    assert_valid(body)
+    packaged: list[bytes] = []
+    for entry in entries(body):
+        packaged += check_package(client, entry, "changedump-manifest").values()
+    assert sorted(packaged) == sorted(content(n) for n in range(8))  # each change once
+    assert ChangePackage.objects.filter(until_key__isnull=False).exists()
