@@ -7,7 +7,7 @@ speed); `EventSerializer` only documents their wire format.
 from __future__ import annotations
 
 import base64
-from datetime import datetime
+from datetime import UTC, datetime
 
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
@@ -148,6 +148,10 @@ class ResourceSetSerializer(serializers.Serializer):
     )
 
 
+#: The greatest change id a database holds (a signed 64-bit key).
+MAX_KEY = 2**63 - 1
+
+
 @extend_schema_field(OpenApiTypes.STR)
 class ChangeCursorField(serializers.Field):
     """An opaque page cursor: the (datetime, id) key of the last change served."""
@@ -168,8 +172,10 @@ class ChangeCursorField(serializers.Field):
             moment_text, _, key_text = raw.partition("|")
             moment = datetime.fromisoformat(moment_text)
             key = int(key_text)
-        except ValueError:
+            # In UTC, as the database compares it: 9999-12-31 at -12:00 is past year 9999.
+            moment.astimezone(UTC)
+        except (ValueError, OverflowError):
             self.fail("invalid")
-        if moment.tzinfo is None:
+        if moment.tzinfo is None or not 0 <= key <= MAX_KEY:
             self.fail("invalid")
         return moment, key

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -254,7 +255,24 @@ def test_limit_has_a_maximum(client, token):
     assert "limit" in response.json()
 
 
-@pytest.mark.parametrize("cursor", ["garbage", "MjAyNHwx", "bm90LWEtZGF0ZXwx"])
+def cursor_of(text: str) -> str:
+    return base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
+
+
+@pytest.mark.parametrize(
+    "cursor",
+    [
+        "garbage",
+        "MjAyNHwx",
+        "bm90LWEtZGF0ZXwx",
+        # Valid shapes whose instant is outside what a UTC datetime holds, or whose id
+        # is outside a database key: a 500 before.
+        cursor_of("9999-12-31T23:59:59-12:00|1"),
+        cursor_of("0001-01-01T00:00:00+14:00|1"),
+        cursor_of("2024-05-01T00:00:00+00:00|" + "9" * 30),
+        cursor_of("2024-05-01T00:00:00+00:00|-1"),
+    ],
+)
 def test_bad_cursor_is_400(client, token, cursor):
     response = get(client, token, set_url("changes"), {"cursor": cursor})
 
