@@ -9,7 +9,7 @@ keeps the two field lists in step.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -17,6 +17,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from sitemaps.protocol.constants import ChangeType
+from sitemaps.protocol.uris import is_any_uri, loc_problem, uri_problem
 from sitemaps.protocol.xmlchars import describe, forbidden_character
 from sources.events import Event, LinkData
 from sources.locations import LocationError, resolve_location
@@ -41,6 +42,8 @@ MAX_ID_LENGTH = 200
 MAX_LINKS = 100
 
 _md5 = re.compile(r"[0-9a-fA-F]{32}").fullmatch
+#: A registered relation name, as the schema's `relType` spells one (or else a URI).
+_rel_token = re.compile(r"[a-z][a-z0-9.\-]*").fullmatch
 _sha256 = re.compile(r"[0-9a-fA-F]{64}").fullmatch
 # type "/" subtype, optionally followed by parameters (RFC 6838 names).
 _mime = re.compile(r"[A-Za-z0-9][\w!#$&^.+-]*/[A-Za-z0-9][\w!#$&^.+-]*(\s*;[^\x00-\x1f\x7f]*)?")
@@ -110,7 +113,9 @@ class EventValidator:
             for name in CONTENT_FIELDS:
                 if data.get(name) is None:
                     raise _Invalid(name, f"is required for a {change} event.")
-        location_type, location_value, uri = self._location(data.get("location"), "location")
+        location_type, location_value, uri = self._location(
+            data.get("location"), "location", loc_problem
+        )
         length = data.get("length")
         if length is not None:
             length = _length(length)
@@ -136,7 +141,11 @@ class EventValidator:
             id=_event_id(event_id) if event_id is not None else "",
         )
 
-    def _location(self, data: object, path: str) -> tuple[str, str, str]:
+    def _location(
+        self, data: object, path: str, problem: Callable[[str], str | None] = uri_problem
+    ) -> tuple[str, str, str]:
+        """The location's type, value and URI; `problem` says what the URI's place in a
+        document (a `<loc>`, a link's `href`) refuses."""
         if data is None:
             raise _Invalid(path, "is required.")
         if not isinstance(data, dict):
@@ -166,6 +175,10 @@ class EventValidator:
             raise _Invalid(f"{path}.value", str(exc)) from exc
         if uri is not value:
             _writable(uri, f"{path}.value", "resolves to a URI that")
+        found = problem(uri)
+        if found is not None:
+            subject = "" if uri is value else f"resolves to {uri!r}, which "
+            raise _Invalid(f"{path}.value", f"{subject}{found}.")
         return location_type, value, uri
 
     def _datetime(self, value: object) -> datetime:
@@ -195,6 +208,10 @@ class EventValidator:
             # A relation is a token or a URI: stricter than what XML allows (xmlchars).
             if not rel.isprintable():
                 raise _Invalid(f"{path}.rel", "must not contain control or unprintable characters.")
+            if not _rel_token(rel) and not is_any_uri(rel):
+                raise _Invalid(
+                    f"{path}.rel", "must be a relation name (e.g. describedby) or a valid URI."
+                )
             href_type, href_value, uri = self._location(link.get("href"), f"{path}.href")
             mime = link.get("mime")
             links.append(

@@ -35,7 +35,7 @@ from sources.models import ApiToken, Change, ResourceSet
 from tests.conftest import REPO, _database_url
 from tests.factories import ApiTokenFactory
 
-from ..support import NS, make_set, store_documents_in
+from ..support import NS, assert_valid, make_set, store_documents_in
 
 MD5 = "9e107d9d372bb6826bd81d3542a419d6"
 PREFIX = "http://data.example.org/acme/articles/"
@@ -146,6 +146,36 @@ HOSTILE = {
     "id-lone-surrogate": Hostile(as_json(event(id="e-\udc00")), "id"),
     "id-nul": Hostile(as_json(event(id="e-\x00")), "id"),
     "unknown-field-lone-surrogate": Hostile(as_json({**event(), "x\ud800": 1}), "x\\ud800"),
+    # URIs the schemas refuse (xs:anyURI as libxml2 checks it; a <loc> of 12 characters or more).
+    "url-shorter-than-a-loc": Hostile(
+        as_json(event(location={"type": "url", "value": "http://a.b/"})), "location.value"
+    ),
+    "url-lone-percent": Hostile(
+        as_json(event(location={"type": "url", "value": "http://x.example.org/50%"})),
+        "location.value",
+    ),
+    "url-bracket-in-path": Hostile(
+        as_json(event(location={"type": "url", "value": "http://x.example.org/a[1]"})),
+        "location.value",
+    ),
+    "url-cdata-end": Hostile(
+        as_json(event(location={"type": "url", "value": "http://x.example.org/]]>"})),
+        "location.value",
+    ),
+    "url-two-hashes": Hostile(
+        as_json(event(location={"type": "url", "value": "http://x.example.org/a#b#c"})),
+        "location.value",
+    ),
+    "url-port-not-a-number": Hostile(
+        as_json(event(location={"type": "url", "value": "http://x.example.org:a/b"})),
+        "location.value",
+    ),
+    "href-bad-escape": Hostile(
+        as_json(event(ln=[link(href={"type": "url", "value": "http://x.example.org/%zz"})])),
+        "ln.0.href.value",
+    ),
+    "rel-lone-percent": Hostile(as_json(event(ln=[link(rel="50%off")])), "ln.0.rel"),
+    "rel-brackets": Hostile(as_json(event(ln=[link(rel="[x]")])), "ln.0.rel"),
     # Instants some database cannot hold.
     "lastmod-after-9999-in-utc": Hostile(
         as_json(event(lastmod="9999-12-31T23:59:59-01:00")), "lastmod"
@@ -181,6 +211,30 @@ def test_hostile_event_is_a_400_naming_the_field(client, token, case: Hostile):
     fields = [error["field"] for error in response.json()["errors"]]
     assert fields == [case.field]
     assert not Change.objects.exists()
+
+
+def test_odd_uris_the_schemas_take_are_accepted_and_published_valid(client, token, resource_set):
+    """Characters outside ASCII and some outside URI syntax (libxml2 escapes them),
+    brackets in an IPv6 host or a fragment, `%`-escapes, URI relations: the refusals
+    above stop there."""
+    odd = [
+        "http://x.example.org/caf\u00e9/\u65e5\u672c",
+        "http://[2001:db8::1]/x",
+        "http://x.example.org/a%20b?q=1#frag[1]",
+        "http://x.example.org/a{b}|c^d`e",
+    ]
+    events = [event(location={"type": "url", "value": uri}) for uri in odd]
+    events[0]["ln"] = [link(rel="http://example.org/rel#x")]
+    with TestCase.captureOnCommitCallbacks(execute=True):
+        response = post(client, token, as_json(events), "application/json")
+    assert response.status_code == 200, response.json()
+    regenerate(resource_set)
+
+    assert set(odd) <= set(resource_list_locs(client))
+    assert set(odd) <= set(change_list_locs(client))
+    for name in ("resourcelist.xml", "changelist.xml"):
+        response = client.get(f"/resourcesync/acme/articles/{name}")
+        assert_valid(b"".join(response.streaming_content))  # the official schemas
 
 
 def test_the_ndjson_error_names_the_line(client, token):
