@@ -112,7 +112,7 @@ def iter_ndjson(chunks: Iterator[bytes]) -> Iterator[RawEvent]:
     """One JSON value per line; blank lines are skipped, a bad line does not stop the rest."""
     pending = b""
     line_number = 0
-    for chunk in chunks:
+    for chunk in _without_bom(chunks):
         lines = (pending + chunk).split(b"\n")
         pending = lines.pop()
         for line in lines:
@@ -127,6 +127,17 @@ def iter_ndjson(chunks: Iterator[bytes]) -> Iterator[RawEvent]:
             return
     if pending.strip():
         yield _ndjson_value(pending, line_number + 1)
+
+
+def _without_bom(chunks: Iterator[bytes]) -> Iterator[bytes]:
+    """The body without a UTF-8 byte order mark at its start, which `iter_json` skips too."""
+    head = b""
+    for chunk in chunks:
+        head += chunk
+        if len(head) >= len(codecs.BOM_UTF8):
+            break
+    yield head.removeprefix(codecs.BOM_UTF8)
+    yield from chunks
 
 
 def _ndjson_value(line: bytes, line_number: int) -> RawEvent:

@@ -233,9 +233,10 @@ def test_ndjson_integers_beyond_64_bits_stay_integers(client, token):
     ],
 )
 def test_ndjson_lines_read_as_the_json_module_reads_them(line):
-    (item,) = iter_ndjson(iter([line]))
+    # On line 2: a byte order mark that starts the body is skipped (tested below).
+    (item,) = iter_ndjson(iter([b"\n" + line]))
 
-    assert repr(item) == repr(parsers._json_decode(line, 1))
+    assert repr(item) == repr(parsers._json_decode(line, 2))
 
 
 def test_links_are_resolved_and_stored(client, token):
@@ -651,6 +652,16 @@ def test_json_reader_reports_a_truncated_body():
     assert items[0] == {"a": 1}
     assert isinstance(items[1], MalformedEvent)
     assert items[1].message.startswith("line 1 column 18: Expecting value")
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 4, 100_000])
+def test_both_readers_skip_a_byte_order_mark_at_the_start(size):
+    """A JSON body may start with one, and so may NDJSON: a 400 on line 1 before."""
+    lines = [event("created", f"{n}.txt") for n in range(2)]
+    bom = "\ufeff".encode()
+
+    assert list(iter_ndjson(iter(chunked(bom + ndjson(*lines).encode(), size)))) == lines
+    assert list(iter_json(iter(chunked(bom + json.dumps(lines).encode(), size)))) == lines
 
 
 @pytest.mark.parametrize("size", [1, 3, 100_000])
