@@ -10,12 +10,14 @@ resources. resync reads no Change List Index, so it follows a set through
 from __future__ import annotations
 
 import configparser
+import dataclasses
 import subprocess
 import sys
 from pathlib import Path
 
 import httpx
 import pytest
+from django.utils import timezone
 
 from sitemaps.models import ChangeListPage
 from sitemaps.protocol.reader import parse_document
@@ -191,6 +193,28 @@ def test_incremental_through_changelist_open_after_rotations(portal: str, tmp_pa
         assert_ok(
             client.run("--incremental", "--delete", "--changelist-uri", url), "CHANGES APPLIED"
         )
+
+    assert tree(client.copy) == published.files()
+    assert_ok(client.audit(), "IN SYNC")
+
+
+def test_incremental_through_lists_split_inside_one_instant(portal: str, tmp_path: Path) -> None:
+    """Seven changes dated alike fill more than a three-entry list: the lists split inside
+    that instant (one's `until` is the next one's `from`), and resync, which keeps the
+    changes at its sync point, applies every one of them."""
+    published = PublishedSet(portal, tmp_path / "source", "instant")  # three entries a document
+    published.ingest([published.write("r0.txt", article(0))])
+    client = Client(published, tmp_path / "resync")
+    assert_ok(client.baseline(), "SYNCED")
+
+    events = [published.write(f"r{n}.txt", article(n)) for n in range(1, 8)]
+    moment = timezone.now()  # after the files' lastmod: resync moves its sync point to both
+    published.ingest([dataclasses.replace(event, datetime=moment) for event in events])
+    lists = ChangeListPage.objects.filter(resource_set=published.resource_set)
+    assert lists.filter(until=moment, until_key__isnull=False).count() >= 2
+    for url in lists_to_read(published, client.sync_point()):
+        log = client.run("--incremental", "--delete", "--changelist-uri", url)
+        assert log.startswith("exit 0\n") and "FatalError" not in log, log
 
     assert tree(client.copy) == published.files()
     assert_ok(client.audit(), "IN SYNC")
