@@ -23,6 +23,7 @@ from sitemaps.protocol.constants import ChangeType
 from .bulk import BulkWriter, keys_by_uri, known_event_ids
 from .events import Event
 from .models import Change, Resource, ResourceSet
+from .ordering import LocationClock
 from .signals import events_ingested
 
 MAX_REPORTED_ERRORS = 100
@@ -76,6 +77,10 @@ class EventError:
     index: int
     field: str
     message: str
+
+
+#: An event and its position in the request (for the error that names it).
+Indexed = tuple[int, Event]
 
 
 class LocationsChanged(Exception):
@@ -183,7 +188,8 @@ def ingest_events(
         ResourceSet.objects.filter(pk=resource_set.pk).update(changed_at=received_at)
         after_change_id = _last_change_id(resource_set)
         batch_size = batch_size or settings.INGEST_BATCH_SIZE
-        errors = _apply_in_batches(resource_set, events, since, result, batch_size)
+        clock = LocationClock(resource_set.pk)
+        errors = _apply_in_batches(resource_set, events, since, result, batch_size, clock)
         if errors:
             raise EventsRejected(errors)
         if result.accepted:
@@ -197,11 +203,12 @@ def _apply_in_batches(
     since: datetime | None,
     result: IngestResult,
     batch_size: int,
+    clock: LocationClock,
 ) -> list[EventError]:
     """Apply until the first error, then only collect errors; return them."""
     errors: list[EventError] = []
     seen_ids: set[str] = set()
-    batch: list[Event] = []
+    batch: list[Indexed] = []
     for index, item in enumerate(events):
         error = item if isinstance(item, EventError) else _before(item, since, index)
         if error is not None:
@@ -216,12 +223,12 @@ def _apply_in_batches(
                 result.duplicates += 1
                 continue
             seen_ids.add(item.id)
-        batch.append(item)
+        batch.append((index, item))
         if len(batch) >= batch_size:
-            _apply_batch(resource_set, batch, result)
+            _apply_batch(resource_set, batch, result, clock)
             batch = []
     if batch and not errors:
-        _apply_batch(resource_set, batch, result)
+        _apply_batch(resource_set, batch, result, clock)
     return errors
 
 
@@ -251,24 +258,53 @@ def _announce(resource_set: ResourceSet, after_change_id: int) -> None:
     transaction.on_commit(send)
 
 
-def _apply_batch(resource_set: ResourceSet, events: list[Event], result: IngestResult) -> None:
-    ids = [event.id for event in events if event.id]
+def _apply_batch(
+    resource_set: ResourceSet, events: list[Indexed], result: IngestResult, clock: LocationClock
+) -> None:
+    ids = [event.id for _, event in events if event.id]
     if ids:
         known = known_event_ids(resource_set.pk, ids)
         if known:
-            result.duplicates += sum(1 for event in events if event.id in known)
-            events = [event for event in events if event.id not in known]
+            result.duplicates += sum(1 for _, event in events if event.id in known)
+            events = [(index, event) for index, event in events if event.id not in known]
     # Each segment touches a URI at most once, so its writes are independent.
-    segment: list[Event] = []
+    segment: list[Indexed] = []
     uris: set[str] = set()
-    for event in events:
+    for index, event in events:
         if event.uri in uris:
-            _apply_segment(resource_set, segment, result)
+            _apply_segment(resource_set, segment, result, clock)
             segment, uris = [], set()
-        segment.append(event)
+        segment.append((index, event))
         uris.add(event.uri)
     if segment:
-        _apply_segment(resource_set, segment, result)
+        _apply_segment(resource_set, segment, result, clock)
+
+
+def _moments(events: list[Indexed], result: IngestResult, clock: LocationClock) -> list[datetime]:
+    """Each event's datetime: its own, or its receipt time, one microsecond apart in request
+    order (so Change Lists can split between two events), never before its location's
+    latest change (sources.ordering); an event dated before that is refused."""
+    moments = [
+        event.datetime or result.dated_from + timedelta(microseconds=result.accepted + position)
+        for position, (_, event) in enumerate(events)
+    ]
+    clock.look_up((event.uri, moment) for (_, event), moment in zip(events, moments, strict=True))
+    for position, (index, event) in enumerate(events):
+        earliest = clock.earliest(event.uri)
+        if earliest is not None and moments[position] < earliest:
+            if event.datetime is not None:
+                raise EventsRejected([_out_of_order(index, earliest)])
+            moments[position] = earliest
+        clock.record(event.uri, moments[position])
+    return moments
+
+
+def _out_of_order(index: int, earliest: datetime) -> EventError:
+    message = (
+        f"is before {earliest.isoformat()}, the datetime of this location's latest change; "
+        "a location's changes must be dated in the order they happen."
+    )
+    return EventError(index, "datetime", message)
 
 
 #: An update finds its row by (set, URI), so it never changes either.
@@ -329,8 +365,12 @@ def _change_row(
     )
 
 
-def _apply_segment(resource_set: ResourceSet, events: list[Event], result: IngestResult) -> None:
+def _apply_segment(
+    resource_set: ResourceSet, indexed: list[Indexed], result: IngestResult, clock: LocationClock
+) -> None:
     """Apply events that each touch a different URI: a few statements in all."""
+    moments = _moments(indexed, result, clock)
+    events = [event for _, event in indexed]
     set_id, received_at = resource_set.pk, result.received_at
     existing = _keys(resource_set, [event.uri for event in events])
     inserts: list[ResourceRow] = []
@@ -359,10 +399,7 @@ def _apply_segment(resource_set: ResourceSet, events: list[Event], result: Inges
     if inserts:
         existing.update(_keys(resource_set, [row.uri for row in inserts]))
     rows = []
-    for event, applied, ln in zip(events, applied_types, links, strict=True):
-        # Receipt time, one microsecond apart in request order, so change
-        # lists can split anywhere between two events.
-        moment = event.datetime or result.dated_from + timedelta(microseconds=result.accepted)
+    for event, applied, ln, moment in zip(events, applied_types, links, moments, strict=True):
         key = existing.get(event.uri)
         rows.append(_change_row(set_id, event, applied, key, ln, moment, received_at))
         setattr(result, applied, getattr(result, applied) + 1)

@@ -78,6 +78,8 @@ Semantics, applied in request order:
 - `datetime` defaults to the time of receipt and must not be earlier than the
   start of the set's open change list, nor later than the server's clock plus
   {settings.INGEST_CLOCK_SKEW_SECONDS} seconds (`INGEST_CLOCK_SKEW_SECONDS`).
+- A location's changes are dated in the order they happen: an event dated before
+  its location's latest change is refused; an undated one is dated no earlier.
 - `lastmod` and `datetime` must lie within the years 1 to 9999 in UTC.
 - Locations, links, media types and ids must not contain characters that
   XML 1.0 forbids (control characters, lone surrogates, U+FFFE, U+FFFF); a

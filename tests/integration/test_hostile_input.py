@@ -274,6 +274,68 @@ def test_a_datetime_beyond_the_clock_skew_names_the_limit(client, token):
     assert "300 seconds" in error["message"]
 
 
+def post_events(client, token, *events) -> Any:
+    with TestCase.captureOnCommitCallbacks(execute=True):
+        return post(client, token, as_json(list(events)), "application/json")
+
+
+def at(seconds: float) -> str:
+    return (timezone.now() + timedelta(seconds=seconds)).isoformat()
+
+
+@override_settings(INGEST_CLOCK_SKEW_SECONDS=300)
+def test_a_change_dated_before_its_locations_latest_is_refused(client, token):
+    """The Change List would list it first, and end with a state the snapshot has not.
+    (Dated ahead, within the clock skew: the open Change List starts about now.)"""
+    assert post_events(client, token, event("a.txt", datetime=at(60))).status_code == 200
+
+    response = post_events(client, token, event("a.txt", change="deleted", datetime=at(30)))
+
+    assert response.status_code == 400, response.json()
+    (error,) = response.json()["errors"]
+    assert (error["index"], error["field"]) == (0, "datetime")
+    assert "latest change" in error["message"]
+    assert Change.objects.count() == 1
+    # In one request too, and a location deleted earlier counts as well.
+    both = [event("b.txt", datetime=at(60)), event("c.txt"), event("b.txt", datetime=at(30))]
+    response = post_events(client, token, *both)
+    assert [(e["index"], e["field"]) for e in response.json()["errors"]] == [(2, "datetime")]
+    gone = event("d.txt", change="deleted", datetime=at(60))
+    assert post_events(client, token, gone).status_code == 200
+    assert post_events(client, token, event("d.txt", datetime=at(30))).status_code == 400
+    assert Change.objects.count() == 2
+
+
+@override_settings(INGEST_CLOCK_SKEW_SECONDS=300)
+def test_an_undated_change_is_dated_no_earlier_than_its_locations_latest(
+    client, token, resource_set
+):
+    """A change dated ahead (within the clock skew) and then an undated one: the second is
+    dated with the first's datetime, so the lists end with it, as the snapshot does."""
+    ahead = at(240)
+    assert post_events(client, token, event("a.txt", datetime=ahead)).status_code == 200
+    deleted = {"change": "deleted", "location": {"type": "rel_path", "value": "a.txt"}}
+    response = post_events(client, token, deleted)
+    assert response.status_code == 200, response.json()
+    regenerate(resource_set)
+
+    created, removed = Change.objects.order_by("datetime", "id")
+    assert (created.change, removed.change) == ("created", "deleted")
+    assert removed.datetime == created.datetime
+    assert PREFIX + "a.txt" not in resource_list_locs(client)
+    assert change_list_locs(client) == [PREFIX + "a.txt", PREFIX + "a.txt"]
+
+
+@override_settings(INGEST_CLOCK_SKEW_SECONDS=300)
+def test_other_locations_may_be_dated_in_any_order(client, token):
+    first = event("a.txt", datetime=at(60))
+    assert post_events(client, token, first).status_code == 200
+
+    response = post_events(client, token, event("b.txt", datetime=at(30)), event("c.txt"))
+
+    assert response.status_code == 200, response.json()
+
+
 def test_a_datetime_before_the_first_change_list_is_refused(client, token, resource_set):
     """The first list starts when regeneration first runs; nothing may land before it."""
     assert post(client, token, as_json(event()), "application/json").status_code == 200
