@@ -177,6 +177,10 @@ def delete_one(session: HarvestSession, uri: str) -> Outcome:
     """Remove one copy; a copy that is already gone counts as skipped."""
     if not session.config.delete:
         return Outcome(uri, Action.SKIPPED, reason="deletion disabled by configuration")
+    if not session.client.is_allowed(uri):
+        # Never fetched from there, so no copy of ours: a hostile source could otherwise
+        # name any file whose first folder looks like a host name.
+        return Outcome(uri, Action.SKIPPED, reason="not on an allowed host: nothing of ours")
     try:
         target = resource_path(session.destination, uri)
         if session.dry_run:

@@ -546,6 +546,33 @@ def test_audit_reports_no_difference_after_sync_and_differences_after_changes(
 # --- Safety ---------------------------------------------------------------------
 
 
+def test_a_deletion_on_a_host_it_may_not_fetch_from_deletes_nothing(
+    source: Source, destination: Path
+) -> None:
+    """A hostile Change List names another host's copy (or any file whose first folder looks
+    like a host name) as deleted: the harvest may only delete what it may fetch."""
+    baseline(source, destination, {"a": b"a v1"})
+    elsewhere = destination / "other.example" / "x"
+    elsewhere.parent.mkdir()
+    elsewhere.write_bytes(b"not this source's")
+    changes = [
+        Resource(uri="http://other.example/x", change="deleted", datetime="2024-01-02T00:00:00Z"),
+        Resource(uri=source.url("a"), change="deleted", datetime="2024-01-02T00:00:01Z"),
+    ]
+    source.capability_list(
+        resourcelist=source.url("resourcelist.xml"),
+        changelist=change_list(source, "changelist.xml", changes, since=AT),
+    )
+
+    report = run_harvest(
+        make_config(source, destination), Mode.INCREMENTAL, range_from=utc(AT), now=NOW
+    )
+
+    assert elsewhere.read_bytes() == b"not this source's"
+    assert not copy_of(source, destination, "a").exists()
+    assert (report.deleted, report.failed) == (1, 0)
+
+
 def test_traversal_in_uri_is_refused(source: Source, destination: Path, tmp_path: Path) -> None:
     hostile = [
         f"http://127.0.0.1:{source.port}/res/../../../escaped",
