@@ -14,6 +14,7 @@ import shutil
 import tempfile
 import zipfile
 import zlib
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -123,10 +124,30 @@ def extract_members(
         for entry in entries:
             session.record(Outcome(entry.loc, Action.FAILED, reason=f"unusable package: {error}"))
         return
+    shared = _shared_members(entries)
+    for entry in entries:
+        if _member(entry) in shared:
+            reason = f"member {_member(entry)} is named by several entries: written for none"
+            session.record(Outcome(entry.loc, Action.FAILED, reason=reason))
+    alone = [entry for entry in entries if _member(entry) not in shared]
     with reader:
         work = partial(_extract_one, session, reader)
-        for _, (outcome, copy) in map_bounded(session.config.concurrency, entries, work):
+        for _, (outcome, copy) in map_bounded(session.config.concurrency, alone, work):
             session.record(outcome, copy=copy)
+
+
+def _member(entry: ParsedEntry) -> str | None:
+    try:
+        return member_name(entry.path or "")
+    except UnsafePathError:
+        return None  # `_extract_one` says why
+
+
+def _shared_members(entries: Sequence[ParsedEntry]) -> set[str]:
+    """Members several entries name. Each bitstream has its own path in a package; a
+    member named again and again would let a small package fill the disk."""
+    counts = Counter(name for entry in entries if (name := _member(entry)) is not None)
+    return {name for name, count in counts.items() if count > 1}
 
 
 def _extract_one(

@@ -621,6 +621,38 @@ def test_traversal_in_zip_member_path_is_refused(
     assert list(tmp_path.rglob("escaped")) == []
 
 
+def test_a_member_named_by_several_entries_is_written_for_none(
+    source: Source, destination: Path
+) -> None:
+    """A small package could otherwise fill the disk: one large member, named by thousands
+    of manifest entries without lengths, each written out in full."""
+    manifest = ResourceDumpManifest()
+    manifest.md_at = AT
+    manifest.add(described(source.url("ok"), b"fine", path="/ok"))
+    for n in range(3):
+        manifest.add(Resource(uri=source.url(f"copy{n}"), path="/big"))
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("manifest.xml", manifest.as_xml())
+        archive.writestr("ok", b"fine")
+        archive.writestr("big", b"\0" * 1_000_000)
+    source.put("dump.zip", buffer.getvalue())
+    dump = ResourceDump()
+    dump.md_at = AT
+    dump.add(described(source.url("dump.zip"), buffer.getvalue()))
+    source.capability_list(
+        resourcelist=resource_list(source, []),
+        resourcedump=source.publish("resourcedump.xml", dump.as_xml()),
+    )
+
+    report = run_harvest(make_config(source, destination), Mode.BASELINE)
+
+    assert report.downloaded == 1
+    assert sorted(f.uri for f in report.failures) == [source.url(f"copy{n}") for n in range(3)]
+    assert all("several entries" in f.reason for f in report.failures)
+    assert not any(copy_of(source, destination, f"copy{n}").exists() for n in range(3))
+
+
 def test_hash_mismatch_keeps_the_previous_copy_and_fails(source: Source, destination: Path) -> None:
     baseline(source, destination, {"a": b"a v1"})
     source.put("a", b"a v9")  # what is served differs from what is listed, same length
