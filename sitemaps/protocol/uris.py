@@ -19,9 +19,10 @@ LOC_MIN_LENGTH = 12
 LOC_MAX_LENGTH = 2048
 
 _PCHAR = r"(?:[A-Za-z0-9._~!$&'()*+,;=:@/-]|%[0-9A-Fa-f]{2})"
-#: An ASCII http(s) URL with a plain host and port: libxml2 takes every one.
+#: An ASCII http(s) URL with a plain host and a port of up to five digits: libxml2 takes
+#: every one (it refuses a port past 2**31 - 1, so longer ones go to it).
 _PLAIN_URL = re.compile(
-    rf"https?://[A-Za-z0-9.-]+(?::[0-9]+)?(?:/{_PCHAR}*)?(?:\?(?:{_PCHAR}|\?)*)?(?:#(?:{_PCHAR}|\?)*)?"
+    rf"https?://[A-Za-z0-9.-]+(?::[0-9]{{1,5}})?(?:/{_PCHAR}*)?(?:\?(?:{_PCHAR}|\?)*)?(?:#(?:{_PCHAR}|\?)*)?"
 )
 _SCHEMA = b"""<xs:schema xmlns:xs="http://www.w3.org/2001/XMLSchema">
   <xs:element name="uri" type="xs:anyURI"/>

@@ -166,6 +166,10 @@ HOSTILE = {
         as_json(event(location={"type": "url", "value": "http://x.example.org/a#b#c"})),
         "location.value",
     ),
+    "url-port-past-2-31": Hostile(
+        as_json(event(location={"type": "url", "value": "http://x.example.org:9999999999/b"})),
+        "location.value",
+    ),
     "url-port-not-a-number": Hostile(
         as_json(event(location={"type": "url", "value": "http://x.example.org:a/b"})),
         "location.value",

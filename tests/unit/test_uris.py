@@ -15,7 +15,18 @@ ANY_URI = etree.XMLSchema(
     )
 )
 ALPHABET = "ab9F%#[]/?:@.\u00e9 ~!$&'()*+,;=-_"
-STARTS = ["http://e.org/", "https://e.org", "http://[::1]/", "http://e.org:80", "", "a:", "//h/"]
+STARTS = [
+    "http://e.org/",
+    "https://e.org",
+    "http://[::1]/",
+    "http://e.org:80",
+    "http://e.org:2147483647",
+    "http://e.org:2147483648",  # past libxml2's largest port
+    "http://e.org:99999999999999999999",
+    "",
+    "a:",
+    "//h/",
+]
 
 
 def libxml2_takes(value: str) -> bool:
