@@ -592,18 +592,15 @@ def test_traversal_in_uri_is_refused(source: Source, destination: Path, tmp_path
     assert written == []
 
 
-def test_traversal_in_zip_member_path_is_refused(
-    source: Source, destination: Path, tmp_path: Path
+def serve_one_package(
+    source: Source, manifest: ResourceDumpManifest, members: dict[str, bytes]
 ) -> None:
-    manifest = ResourceDumpManifest()
-    manifest.md_at = AT
-    manifest.add(described(source.url("ok"), b"fine", path="/ok"))
-    manifest.add(described(source.url("evil"), b"pwned", path="/../../escaped"))
+    """A Resource Dump of one package (`manifest` and `members`), in the Capability List."""
     buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w") as archive:
+    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
         archive.writestr("manifest.xml", manifest.as_xml())
-        archive.writestr("ok", b"fine")
-        archive.writestr("../../escaped", b"pwned")
+        for name, data in members.items():
+            archive.writestr(name, data)
     source.put("dump.zip", buffer.getvalue())
     dump = ResourceDump()
     dump.md_at = AT
@@ -612,6 +609,16 @@ def test_traversal_in_zip_member_path_is_refused(
         resourcelist=resource_list(source, []),
         resourcedump=source.publish("resourcedump.xml", dump.as_xml()),
     )
+
+
+def test_traversal_in_zip_member_path_is_refused(
+    source: Source, destination: Path, tmp_path: Path
+) -> None:
+    manifest = ResourceDumpManifest()
+    manifest.md_at = AT
+    manifest.add(described(source.url("ok"), b"fine", path="/ok"))
+    manifest.add(described(source.url("evil"), b"pwned", path="/../../escaped"))
+    serve_one_package(source, manifest, {"ok": b"fine", "../../escaped": b"pwned"})
 
     report = run_harvest(make_config(source, destination), Mode.BASELINE)
 
@@ -631,19 +638,7 @@ def test_a_member_named_by_several_entries_is_written_for_none(
     manifest.add(described(source.url("ok"), b"fine", path="/ok"))
     for n in range(3):
         manifest.add(Resource(uri=source.url(f"copy{n}"), path="/big"))
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
-        archive.writestr("manifest.xml", manifest.as_xml())
-        archive.writestr("ok", b"fine")
-        archive.writestr("big", b"\0" * 1_000_000)
-    source.put("dump.zip", buffer.getvalue())
-    dump = ResourceDump()
-    dump.md_at = AT
-    dump.add(described(source.url("dump.zip"), buffer.getvalue()))
-    source.capability_list(
-        resourcelist=resource_list(source, []),
-        resourcedump=source.publish("resourcedump.xml", dump.as_xml()),
-    )
+    serve_one_package(source, manifest, {"ok": b"fine", "big": b"\0" * 1_000_000})
 
     report = run_harvest(make_config(source, destination), Mode.BASELINE)
 
