@@ -598,9 +598,8 @@ class RegenerationRun:
             or self.new_changes().exists()
             or not self.index_exists(IndexDocument.Kind.CHANGE_LIST)
         )
-        open_page = pages[-1]
-        if self.now - open_page.since >= self.capabilities.changelist_rotation:
-            pages.append(self.close(open_page, self.now))
+        if self.now - pages[-1].since >= self.capabilities.changelist_rotation:
+            self.rotate(pages, changed)
             changed = True
         for position, page in enumerate(pages):  # it grows when a full open list closes
             if not self.change_page_due(page, changed):
@@ -611,6 +610,14 @@ class RegenerationRun:
         if changed or self.report.change_pages_written:
             kept, archives_url = change_list_archive.retain(self, pages)
             self.write_change_index(kept, archives_url=archives_url)
+
+    def rotate(self, pages: list[ChangeListPage], changed: bool) -> None:
+        """Close the open list by time. With new changes it is written first, so a list that
+        outgrew a document splits at the limits: only an open one splits, and a closed one
+        written over-full would keep its first entries and lose the rest."""
+        if changed:
+            self.write_change_page(pages[-1], pages)
+        pages.append(self.close(pages[-1], self.now))
 
     def change_page_due(self, page: ChangeListPage, changed: bool) -> bool:
         """A final list only in a full run; the open one only when it has new changes."""

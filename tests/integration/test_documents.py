@@ -379,3 +379,19 @@ def test_more_changes_at_one_instant_than_a_list_holds_are_split_inside_it(clien
     # A full run writes the same lists again.
     regenerate(resource_set, full=True)
     assert published() == (seen, windows)
+
+
+def test_a_list_closed_by_time_while_over_full_loses_no_change(client):
+    """Many changes arrive, then the rotation period has passed by the next run: the open
+    list is split to the limits before it is closed, not written with its first entries."""
+    resource_set = make_set(entries_per_document=3, changelist_rotation=timedelta(seconds=0))
+    ingest_events(resource_set=resource_set, events=[event("created", f"r/{n}") for n in range(7)])
+
+    regenerate(resource_set)
+
+    seen = []
+    for page in ChangeListPage.objects.filter(resource_set=resource_set):
+        status, content, _ = get(client, f"{BASE}/changelist-{page.number}.xml")
+        assert status == 200
+        seen += locs(content)
+    assert sorted(seen) == sorted(f"http://data.example.org/r/{n}" for n in range(7))
