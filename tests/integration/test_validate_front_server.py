@@ -23,4 +23,4 @@ def test_the_portal_behind_nginx_has_no_problem(front: str, settings) -> None:  
     report = validate_source(f"{front}/.well-known/resourcesync")
 
     assert report.problems == []
-    assert len(report.documents) == 12
+    assert len(report.documents) == 14  # as the set's 13 in test_validate_source, and the root
