@@ -341,13 +341,14 @@ def published_dir(settings, tmp_path) -> Path:
 # --- Database connections ----------------------------------------------------------------
 
 
-@pytest.fixture(scope="session", autouse=True)
-def no_database_connection_left_open(django_db_setup):
-    """Fail the run when a test left a database connection open (one a thread of its own
-    opened and never closed, say): PostgreSQL then refuses to drop the test database, which
-    pytest-django only warns of, and only when the garbage collector has not closed it first.
+@pytest.fixture(scope="session")
+def django_db_setup(django_db_setup):
+    """pytest-django's, and then: fail the run when a test left a database connection open
+    (one a thread of its own opened and never closed, say). PostgreSQL then refuses to drop
+    the test database, which pytest-django only warns of, and only when the garbage
+    collector has not closed the connection first.
 
-    Torn down before `django_db_setup`, whose teardown drops the database; collecting here
+    This teardown runs before pytest-django's, which drops the database; collecting here
     finds such a connection every time. A connection collected earlier in the run fails
     the test it was collected in (pyproject.toml's filterwarnings).
     """
