@@ -15,7 +15,7 @@ import tempfile
 import zipfile
 import zlib
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -124,12 +124,13 @@ def extract_members(
         for entry in entries:
             session.record(Outcome(entry.loc, Action.FAILED, reason=f"unusable package: {error}"))
         return
-    shared = _shared_members(entries)
-    for entry in entries:
-        if _member(entry) in shared:
-            reason = f"member {_member(entry)} is named by several entries: written for none"
+    named = [(entry, _member(entry)) for entry in entries]
+    shared = _shared(name for _, name in named)
+    for entry, name in named:
+        if name in shared:
+            reason = f"member {name} is named by several entries: written for none"
             session.record(Outcome(entry.loc, Action.FAILED, reason=reason))
-    alone = [entry for entry in entries if _member(entry) not in shared]
+    alone = [entry for entry, name in named if name not in shared]
     with reader:
         work = partial(_extract_one, session, reader)
         for _, (outcome, copy) in map_bounded(session.config.concurrency, alone, work):
@@ -143,10 +144,10 @@ def _member(entry: ParsedEntry) -> str | None:
         return None  # `_extract_one` says why
 
 
-def _shared_members(entries: Sequence[ParsedEntry]) -> set[str]:
+def _shared(names: Iterable[str | None]) -> set[str]:
     """Members several entries name. Each bitstream has its own path in a package; a
     member named again and again would let a small package fill the disk."""
-    counts = Counter(name for entry in entries if (name := _member(entry)) is not None)
+    counts = Counter(name for name in names if name is not None)
     return {name for name, count in counts.items() if count > 1}
 
 

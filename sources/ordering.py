@@ -35,8 +35,8 @@ class LocationClock:
         """Read the stored latest change of each location dated before the set's latest."""
         if self.set_latest is None:
             return
-        early = [(uri, moment) for uri, moment in moments if moment < self.set_latest]
-        early = [(uri, moment) for uri, moment in early if uri not in self.latest]
+        newest = self.set_latest
+        early = [(uri, at) for uri, at in moments if at < newest and uri not in self.latest]
         if not early:
             return
         since = min(moment for _, moment in early)
