@@ -6,7 +6,8 @@ Every GET goes through `HarvestClient.fetch`, which retries network errors,
 gave (httpx drops it on redirects elsewhere), and no request, redirects
 included, leaves the configured `allowed_hosts` (scheme, host and port, with
 subdomains), so a hostile list cannot point the harvester at internal
-services, not even at another port of the source's own host.
+services, not even at another port of the source's own host; nor connects to
+a private address the config does not name (`harvester.addresses`).
 
 Documents go through httpx; resources and packages, tens of thousands of GETs
 in a baseline, through `harvester.connections` (plain keep-alive
@@ -27,8 +28,9 @@ from urllib.parse import urljoin, urlsplit
 
 import httpx
 
+from harvester.addresses import AddressPolicy, Refused, checked_transport
 from harvester.config import DEFAULT_PORTS, HarvestConfig
-from harvester.connections import DirectConnections, RedirectRefused, TransportError
+from harvester.connections import DirectConnections, TransportError
 
 T = TypeVar("T")
 
@@ -92,17 +94,22 @@ class HarvestClient:
         self._sleep = sleep
         self._allowed = tuple(_split_origin(origin) for origin in config.allowed_hosts)
         self._decisions: dict[tuple[str, str], bool] = {}
+        limits = httpx.Limits(max_connections=config.concurrency + 2)
+        self._direct: DirectConnections | None = None
+        if transport is None and not _proxies_configured():
+            policy = address_policy(config)
+            transport = checked_transport(policy, limits)
+            self._direct = DirectConnections(
+                timeout=config.timeout, user_agent=USER_AGENT, policy=policy
+            )
         self._http = httpx.Client(
             timeout=httpx.Timeout(config.timeout),
             follow_redirects=True,
             headers={"User-Agent": USER_AGENT},
-            limits=httpx.Limits(max_connections=config.concurrency + 2),
+            limits=limits,
             transport=transport,
             event_hooks={"request": [self._refuse_foreign_hosts]},
         )
-        self._direct: DirectConnections | None = None
-        if transport is None and not _proxies_configured():
-            self._direct = DirectConnections(timeout=config.timeout, user_agent=USER_AGENT)
 
     def __enter__(self) -> HarvestClient:
         return self
@@ -224,8 +231,8 @@ class HarvestClient:
                 last_reason = (
                     f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
                 )
-            except RedirectRefused as error:
-                raise FetchError(error.url, str(error)) from error
+            except Refused as error:  # a redirect elsewhere, or a private address
+                raise FetchError(error.url or url, str(error)) from error
             except httpx.HTTPError as error:  # redirect loops, undecodable bodies: not transient
                 raise FetchError(url, f"{type(error).__name__}: {error}") from error
             if attempt < attempts:
@@ -248,6 +255,12 @@ class HarvestClient:
     def _refuse_foreign_hosts(self, request: httpx.Request) -> None:
         if not self.is_allowed(str(request.url)):
             raise FetchError(str(request.url), "redirected to a host that is not allowed")
+
+
+def address_policy(config: HarvestConfig) -> AddressPolicy:
+    """The configured networks, and the addresses of the hosts the config names."""
+    hosts = dict.fromkeys(_split_origin(origin)[1] for origin in config.allowed_hosts)
+    return AddressPolicy.trusting(hosts, config.allowed_networks)
 
 
 def _proxies_configured() -> bool:

@@ -32,12 +32,17 @@ List, or a `source_url` from which the harvester discovers it::
         # `example.org:8080`: the same on that port; `https://example.org:8443`: that
         # scheme and port only. Default: the origin (scheme, host, port) of the URL
         # given above, its subdomains, and for http on port 80 also https on port 443.
+    allowed_networks: [10.0.0.0/8]     # private addresses we may connect to. Default: none
+        # but those the allowed_hosts resolve to at start (a source on localhost works;
+        # a subdomain of it pointing at 169.254.169.254 does not). Hubs included. With a
+        # proxy set in the environment, the proxy connects and these go unchecked.
 
 Unknown keys are errors, so a typo never silently falls back to a default.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,6 +51,7 @@ from urllib.parse import urlsplit
 
 import yaml
 
+from resourcesync_portal.addresses import IPNetwork
 from sitemaps.protocol.reader import DEFAULT_MAX_BYTES
 
 SUPPORTED_HASHES = ("md5", "sha-256")
@@ -71,6 +77,7 @@ _KNOWN_KEYS = frozenset(
         "use_dumps",
         "delete",
         "allowed_hosts",
+        "allowed_networks",
         "callback_host",
         "callback_port",
         "callback_url",
@@ -110,6 +117,7 @@ class HarvestConfig:
     use_dumps: bool = True
     delete: bool = True
     allowed_hosts: tuple[str, ...] = ()
+    allowed_networks: tuple[IPNetwork, ...] = ()
     #: --follow: where the WebSub callback listens (port 0: any free port), the URL the
     #: hub is given for it (when it differs, e.g. behind a proxy), and the lease asked for.
     callback_host: str = "127.0.0.1"
@@ -173,6 +181,7 @@ def config_from_mapping(data: dict[str, Any], *, base_dir: Path) -> HarvestConfi
         use_dumps=_boolean(data, "use_dumps", True),
         delete=_boolean(data, "delete", True),
         allowed_hosts=_allowed_hosts(data, url),
+        allowed_networks=_allowed_networks(data),
         callback_host=_required_string(data, "callback_host")
         if "callback_host" in data
         else "127.0.0.1",
@@ -285,6 +294,17 @@ def _allowed_hosts(data: dict[str, Any], url: str) -> tuple[str, ...]:
     ):
         raise ConfigError("allowed_hosts", "must be a non-empty list of host names")
     return tuple(origin for item in value for origin in _allowed_origins(item.strip()))
+
+
+def _allowed_networks(data: dict[str, Any]) -> tuple[IPNetwork, ...]:
+    """Networks such as `10.0.0.0/8`, or single addresses."""
+    value = data.get("allowed_networks", [])
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        raise ConfigError("allowed_networks", "must be a list of networks such as 10.0.0.0/8")
+    try:
+        return tuple(ipaddress.ip_network(item.strip(), strict=False) for item in value)
+    except ValueError as error:
+        raise ConfigError("allowed_networks", str(error)) from error
 
 
 def _allowed_origins(item: str) -> list[str]:

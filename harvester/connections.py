@@ -8,7 +8,7 @@ ResourceSync documents, which are few, still go through httpx
 followed only to allowed origins (the caller decides, per hop), gzip and
 deflate bodies are decoded, TLS is verified against certifi's CA bundle, and
 a network error is one exception type (`TransportError`) that the caller
-retries.
+retries. Every connection goes to an address `harvester.addresses` allows.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from urllib.parse import urljoin, urlsplit
 
+from harvester.addresses import AddressPolicy, Refused
 from harvester.http1 import Connection, Headers, ProtocolError, Response, StaleConnection
 
 #: As httpx: at most this many redirects for one GET.
@@ -36,7 +37,7 @@ class TransportError(Exception):
     """The network failed (refused, reset, timed out, malformed answer): worth a retry."""
 
 
-class RedirectRefused(Exception):
+class RedirectRefused(Refused):
     """A redirect pointed somewhere the caller does not allow (`url` names it)."""
 
     def __init__(self, url: str, reason: str) -> None:
@@ -73,9 +74,10 @@ class DirectConnections:
     per notification on one client, so sockets of finished pools would pile up.
     """
 
-    def __init__(self, *, timeout: float, user_agent: str) -> None:
+    def __init__(self, *, timeout: float, user_agent: str, policy: AddressPolicy) -> None:
         self.timeout = timeout
         self.user_agent = user_agent
+        self.policy = policy
         self._local = threading.local()
         self._lock = threading.Lock()
         self._pools: dict[threading.Thread, Pool] = {}
@@ -149,7 +151,7 @@ class DirectConnections:
         connection = pool.get(origin)
         if connection is None:
             connection = pool[origin] = Connection(
-                *origin, timeout=self.timeout, tls=self._tls_context
+                *origin, timeout=self.timeout, tls=self._tls_context, connect=self.policy.connect
             )
         return connection
 

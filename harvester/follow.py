@@ -24,7 +24,7 @@ from functools import partial
 from urllib.parse import urlsplit
 
 from harvester.changes import Change, latest_changes
-from harvester.client import FetchError, HarvestClient
+from harvester.client import FetchError, HarvestClient, address_policy
 from harvester.config import HarvestConfig
 from harvester.discovery import discover_capability_lists
 from harvester.incremental import incremental_from_list
@@ -219,6 +219,7 @@ def run_follow(
             lease_seconds=config.lease_seconds,
             token=hub_token(config, channel.hub),
             timeout=VERIFY_TIMEOUT,
+            policy=address_policy(config),
         )
         try:
             subscribe("subscribe")

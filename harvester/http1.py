@@ -58,10 +58,12 @@ class Connection:
         *,
         timeout: float,
         tls: Callable[[], ssl.SSLContext],
+        connect: Callable[[str, int, float], socket.socket],
     ) -> None:
         self.scheme, self.host, self.port = scheme, host, port
         self.timeout = timeout
         self._tls = tls
+        self._connect = connect
         self._socket: socket.socket | None = None
         self._reader: io.BufferedReader | None = None
         default = 443 if scheme == "https" else 80
@@ -95,7 +97,7 @@ class Connection:
         return self._read_head()
 
     def _open(self) -> None:
-        sock = socket.create_connection((self.host, self.port), timeout=self.timeout)
+        sock = self._connect(self.host, self.port, self.timeout)
         try:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             if self.scheme == "https":

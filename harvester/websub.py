@@ -21,6 +21,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import httpx
 
+from harvester.addresses import AddressPolicy, Refused, checked_transport
 from harvester.config import HarvestConfig
 
 SIGNATURE_METHODS = ("sha1", "sha256", "sha384", "sha512")
@@ -126,6 +127,7 @@ def ask_hub(
     lease_seconds: int,
     token: str | None,
     timeout: float,
+    policy: AddressPolicy,
 ) -> None:
     """Subscribe or unsubscribe, and wait until the hub has verified it with us."""
     verified = server.state.expect(mode, topic)
@@ -138,8 +140,9 @@ def ask_hub(
     }
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     try:
-        response = httpx.post(hub, data=form, headers=headers, timeout=timeout, trust_env=False)
-    except httpx.HTTPError as error:
+        with httpx.Client(transport=checked_transport(policy, httpx.Limits())) as http:
+            response = http.post(hub, data=form, headers=headers, timeout=timeout)
+    except (httpx.HTTPError, Refused) as error:
         raise SubscriptionError(f"the hub {hub} did not answer: {error}") from error
     if response.status_code != 202:
         raise SubscriptionError(

@@ -10,7 +10,6 @@ Redirects are not followed and at most MAX_RESPONSE_BYTES of an answer are read.
 from __future__ import annotations
 
 import hashlib
-import ipaddress
 import os
 import socket
 from dataclasses import dataclass
@@ -19,9 +18,10 @@ from urllib.parse import urlencode, urlsplit, urlunsplit
 import httpx
 from django.core.cache import cache
 
+from resourcesync_portal.addresses import address_allowed, parse_address
+
 from .conf import notification_settings
 
-IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
@@ -40,16 +40,6 @@ class CallbackResponse:
         return 200 <= self.status < 300
 
 
-def address_allowed(address: IPAddress) -> bool:
-    """Public unicast addresses, or those of a network the settings allow."""
-    mapped = getattr(address, "ipv4_mapped", None)
-    if mapped is not None:
-        address = mapped
-    if any(address in network for network in notification_settings().allowed_networks):
-        return True
-    return address.is_global and not address.is_multicast
-
-
 def resolve_callback(url: str) -> tuple[str, int, list[str]]:
     """Host, port and the addresses to connect to; CallbackRefused when any is not allowed."""
     parts = urlsplit(url)
@@ -65,9 +55,10 @@ def resolve_callback(url: str) -> tuple[str, int, list[str]]:
         found = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except (ValueError, OSError) as error:
         raise CallbackRefused(f"the callback's host cannot be resolved: {error}") from error
+    allowed_networks = notification_settings().allowed_networks
     addresses = list(dict.fromkeys(str(info[4][0]) for info in found))
     for address in addresses:
-        if not address_allowed(ipaddress.ip_address(address.split("%")[0])):
+        if not address_allowed(parse_address(address), allowed_networks):
             raise CallbackRefused(
                 f"the callback's host resolves to {address}, a private, loopback, "
                 "link-local or reserved address"
