@@ -5,29 +5,83 @@ state, lock and sync point, so an audit of one set never counts another's
 files as extra. The folder is the part of the set's Capability List URL (as
 mapped to a path) that differs between the sets: `articles` and `log` for the
 portal's `/resourcesync/acme/articles/capabilitylist.xml` and its sibling.
+
+No set's folder may be another's, hold another's or take a `.resourcesync`
+name: `/a/cl.xml` beside `/a/b/cl.xml` would give `a` and `a/b`, and the http
+and https URLs of one list would share a folder. Each set that clashes so gets
+its folder's last name and the first 8 hex digits of its URL's SHA-256 instead
+(`a-1f2e3d4c`): stable from run to run, whatever order the sets are listed in,
+and the sets that do not clash keep their names. A digest rather than a
+refusal, because an honest source may nest its sets or list one twice. Names
+are compared as a case-insensitive file system would. Should even those clash
+(only a source that aims for it), the harvest is refused, naming the sets.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
+import unicodedata
+from collections import Counter
 from pathlib import PurePosixPath
 
-from harvester.mapping import UnsafePathError, resource_relpath
+from harvester.mapping import RESERVED_PREFIX, UnsafePathError, resource_relpath
 from harvester.report import Action, AuditResult, Difference, Outcome, SyncReport
 from harvester.walk import HarvestError
 
 
 def set_folders(capability_lists: list[str]) -> dict[str, PurePosixPath]:
-    """A distinct folder per Capability List URL: what their mapped paths do not share."""
+    """A folder per Capability List URL, apart from every other set's folder and files."""
+    urls = list(dict.fromkeys(capability_lists))
     try:
-        paths = [resource_relpath(url).parts for url in capability_lists]
+        paths = [resource_relpath(url).parts for url in urls]
     except UnsafePathError as error:
         raise HarvestError(f"cannot name a folder for a set: {error}") from error
+    folders = _unshared(paths)
+    clashing = _clashing(folders)
+    folders = [
+        _with_digest(url, folder or path) if index in clashing else folder
+        for index, (url, folder, path) in enumerate(zip(urls, folders, paths, strict=True))
+    ]
+    if clashing := _clashing(folders):
+        named = ", ".join(f"{urls[i]} ({PurePosixPath(*folders[i])})" for i in sorted(clashing))
+        raise HarvestError(f"cannot give these sets folders apart from each other: {named}")
+    return {url: PurePosixPath(*folder) for url, folder in zip(urls, folders, strict=True)}
+
+
+def _unshared(paths: list[tuple[str, ...]]) -> list[tuple[str, ...]]:
+    """What each mapped path does not share with the others, less a file name all share."""
     shared = len(os.path.commonprefix(paths))
     own = [path[shared:] for path in paths]
     if all(len(path) > 1 for path in own) and len({path[-1] for path in own}) == 1:
         own = [path[:-1] for path in own]  # the same file name, in different folders
-    return {url: PurePosixPath(*path) for url, path in zip(capability_lists, own, strict=True)}
+    return own
+
+
+def _clashing(folders: list[tuple[str, ...]]) -> set[int]:
+    """The folders equal to, inside or above another, or taking a name the harvester keeps."""
+    keys = [tuple(_folded(name) for name in folder) for folder in folders]
+    counts = Counter(keys)
+    above = {key[:depth] for key in keys for depth in range(len(key))}
+    return {
+        index
+        for index, key in enumerate(keys)
+        if counts[key] > 1
+        or key in above
+        or any(key[:depth] in counts for depth in range(len(key)))
+        or any(name.startswith(RESERVED_PREFIX) for name in key)
+    }
+
+
+def _folded(name: str) -> str:
+    """`name` as a case-insensitive (and normalising) file system compares it."""
+    return unicodedata.normalize("NFC", name).casefold()
+
+
+def _with_digest(url: str, folder: tuple[str, ...]) -> tuple[str, ...]:
+    """One folder named after `folder`'s last name and `url`; never hidden, never reserved."""
+    digest = hashlib.sha256(url.encode()).hexdigest()[:8]
+    return (f"{folder[-1].lstrip('.')}-{digest}",)
 
 
 def merge_reports(parts: dict[PurePosixPath, SyncReport]) -> SyncReport:

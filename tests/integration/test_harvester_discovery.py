@@ -160,6 +160,25 @@ def test_a_source_description_harvests_every_set_each_in_its_folder(
     assert lines[-1].startswith("audit: 3 same, 0 missing, 0 extra, 0 changed, failed 0")
 
 
+def test_a_set_below_another_gets_a_folder_of_its_own(site: Site, tmp_path: Path) -> None:
+    """`a` and `a/b` were nested folders: the audit of `a` counted the files of `a/b`."""
+    description = site.source_description(
+        site.add_set("a", {"x.txt": b"x"}),
+        site.add_set("a/b", {"y.txt": b"y"}),
+        site.add_set("c", {"z.txt": b"z"}),
+    )
+    config_file = tmp_path / "harvest.yaml"
+    config_file.write_text(f"source_url: {description}\ndestination: m\nretries: 0\n")
+    out = io.StringIO()
+
+    call_command("harvest", str(config_file), stdout=out)
+    call_command("harvest", str(config_file), "--audit", stdout=out)
+
+    assert out.getvalue().splitlines()[-1].startswith("audit: 3 same, 0 missing, 0 extra")
+    folders = sorted(path.name for path in (tmp_path / "m").iterdir())
+    assert [name.split("-")[0] for name in folders] == ["a", "b", "c"]
+
+
 def test_set_picks_one_set_of_a_source_description(site: Site, tmp_path: Path) -> None:
     description = site.source_description(
         site.add_set("a", {"x.txt": b"x"}), site.add_set("b", {"z.txt": b"z"})
