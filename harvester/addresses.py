@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import ipaddress
 import socket
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
 import httpcore
 import httpx
 
+from harvester.pace import Pace, PacedStream
 from resourcesync_portal.addresses import IPNetwork, address_allowed, parse_address
 
 
@@ -70,15 +71,17 @@ class AddressPolicy:
         raise error
 
 
-def checked_transport(policy: AddressPolicy, limits: httpx.Limits) -> httpx.HTTPTransport:
-    """An httpx transport whose every new connection goes through `policy`."""
+def checked_transport(
+    policy: AddressPolicy, limits: httpx.Limits, pace: Callable[[], Pace] | None = None
+) -> httpx.HTTPTransport:
+    """An httpx transport whose every new connection goes through `policy` (and a new `pace`)."""
     transport = httpx.HTTPTransport(limits=limits, trust_env=False)
     transport._pool = httpcore.ConnectionPool(
         ssl_context=httpx.create_ssl_context(),
         max_connections=limits.max_connections,
         max_keepalive_connections=limits.max_keepalive_connections,
         keepalive_expiry=limits.keepalive_expiry,
-        network_backend=_CheckedBackend(policy),
+        network_backend=_CheckedBackend(policy, pace),
     )
     return transport
 
@@ -86,10 +89,15 @@ def checked_transport(policy: AddressPolicy, limits: httpx.Limits) -> httpx.HTTP
 class _CheckedBackend(httpcore.SyncBackend):
     """httpcore's sockets, opened to an address the policy allows (TLS still checks the name)."""
 
-    def __init__(self, policy: AddressPolicy) -> None:
+    def __init__(self, policy: AddressPolicy, pace: Callable[[], Pace] | None) -> None:
         self.policy = policy
+        self.pace = pace
 
-    def connect_tcp(
+    def connect_tcp(self, *args: Any, **kwargs: Any) -> httpcore.NetworkStream:
+        stream = self._connect_allowed(*args, **kwargs)
+        return PacedStream(stream, self.pace()) if self.pace else stream
+
+    def _connect_allowed(
         self, host: str, port: int, timeout: float | None = None, *args: Any, **kwargs: Any
     ) -> httpcore.NetworkStream:
         try:

@@ -22,6 +22,7 @@ import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from functools import partial
 from types import TracebackType
 from typing import Any, Protocol, TypeVar
 from urllib.parse import urljoin, urlsplit
@@ -31,6 +32,7 @@ import httpx
 from harvester.addresses import AddressPolicy, Refused, checked_transport
 from harvester.config import DEFAULT_PORTS, HarvestConfig
 from harvester.connections import DirectConnections, TransportError
+from harvester.pace import Pace
 
 T = TypeVar("T")
 
@@ -98,9 +100,14 @@ class HarvestClient:
         self._direct: DirectConnections | None = None
         if transport is None and not _proxies_configured():
             policy = address_policy(config)
-            transport = checked_transport(policy, limits)
+            transport = checked_transport(
+                policy, limits, partial(Pace, config.min_rate, config.timeout)
+            )
             self._direct = DirectConnections(
-                timeout=config.timeout, user_agent=USER_AGENT, policy=policy
+                timeout=config.timeout,
+                user_agent=USER_AGENT,
+                policy=policy,
+                min_rate=config.min_rate,
             )
         self._http = httpx.Client(
             timeout=httpx.Timeout(config.timeout),

@@ -15,6 +15,8 @@ List, or a `source_url` from which the harvester discovers it::
     hash_algorithms: [md5, sha-256]    # digests verified when the source gives them
     concurrency: 4                     # parallel downloads
     timeout: 30                        # seconds, per connect and per read
+    min_rate: 1024                     # bytes a second: a download that brings fewer over
+                                       #   `timeout` seconds fails (retried); 0: no minimum
     retries: 3                         # extra attempts after a network error or a 5xx
     backoff: 0.5                       # seconds before the first retry, doubled each time
     max_document_bytes: 62914560       # larger ResourceSync documents are refused
@@ -70,6 +72,7 @@ _KNOWN_KEYS = frozenset(
         "hash_algorithms",
         "concurrency",
         "timeout",
+        "min_rate",
         "retries",
         "backoff",
         "max_document_bytes",
@@ -110,6 +113,7 @@ class HarvestConfig:
     hash_algorithms: tuple[str, ...] = SUPPORTED_HASHES
     concurrency: int = 4
     timeout: float = 30.0
+    min_rate: float = 1024.0
     retries: int = 3
     backoff: float = 0.5
     max_document_bytes: int = DEFAULT_MAX_BYTES
@@ -172,6 +176,7 @@ def config_from_mapping(data: dict[str, Any], *, base_dir: Path) -> HarvestConfi
         hash_algorithms=_hash_algorithms(data),
         concurrency=_integer(data, "concurrency", 4, minimum=1, maximum=64),
         timeout=_number(data, "timeout", 30.0),
+        min_rate=_number(data, "min_rate", 1024.0, allow_zero=True),
         retries=_integer(data, "retries", 3, minimum=0, maximum=20),
         backoff=_number(data, "backoff", 0.5, allow_zero=True),
         max_document_bytes=_integer(data, "max_document_bytes", DEFAULT_MAX_BYTES, minimum=1),

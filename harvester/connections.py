@@ -23,6 +23,7 @@ from urllib.parse import urljoin, urlsplit
 
 from harvester.addresses import AddressPolicy, Refused
 from harvester.http1 import Connection, Headers, ProtocolError, Response, StaleConnection
+from harvester.pace import Pace
 
 #: As httpx: at most this many redirects for one GET.
 MAX_REDIRECTS = 20
@@ -74,10 +75,13 @@ class DirectConnections:
     per notification on one client, so sockets of finished pools would pile up.
     """
 
-    def __init__(self, *, timeout: float, user_agent: str, policy: AddressPolicy) -> None:
+    def __init__(
+        self, *, timeout: float, user_agent: str, policy: AddressPolicy, min_rate: float
+    ) -> None:
         self.timeout = timeout
         self.user_agent = user_agent
         self.policy = policy
+        self.min_rate = min_rate
         self._local = threading.local()
         self._lock = threading.Lock()
         self._pools: dict[threading.Thread, Pool] = {}
@@ -151,7 +155,11 @@ class DirectConnections:
         connection = pool.get(origin)
         if connection is None:
             connection = pool[origin] = Connection(
-                *origin, timeout=self.timeout, tls=self._tls_context, connect=self.policy.connect
+                *origin,
+                timeout=self.timeout,
+                tls=self._tls_context,
+                connect=self.policy.connect,
+                pace=Pace(self.min_rate, self.timeout),
             )
         return connection
 

@@ -17,6 +17,8 @@ import ssl
 from collections.abc import Callable
 from urllib.parse import quote
 
+from harvester.pace import Pace, paced_reader
+
 #: As http.client: the longest status or header line, and the most header lines.
 MAX_LINE = 65_536
 MAX_HEADERS = 100
@@ -59,11 +61,13 @@ class Connection:
         timeout: float,
         tls: Callable[[], ssl.SSLContext],
         connect: Callable[[str, int, float], socket.socket],
+        pace: Pace,
     ) -> None:
         self.scheme, self.host, self.port = scheme, host, port
         self.timeout = timeout
         self._tls = tls
         self._connect = connect
+        self._pace = pace
         self._socket: socket.socket | None = None
         self._reader: io.BufferedReader | None = None
         default = 443 if scheme == "https" else 80
@@ -90,6 +94,7 @@ class Connection:
         if self._socket is None:
             self._open()
         assert self._socket is not None
+        self._pace.restart()
         try:
             self._socket.sendall(request)
         except (BrokenPipeError, ConnectionResetError) as error:
@@ -106,7 +111,7 @@ class Connection:
             sock.close()
             raise
         self._socket = sock
-        self._reader = sock.makefile("rb")
+        self._reader = paced_reader(sock, self._pace)
 
     def _request_bytes(self, target: str, headers: dict[str, str]) -> bytes:
         lines = [f"GET {quote(target, safe=_TARGET_SAFE)} HTTP/1.1", f"Host: {self.host_header}"]
