@@ -153,16 +153,6 @@ class BaseGenerator:
         """How many resources the set holds now."""
         raise NotImplementedError
 
-    def count_changes(
-        self,
-        resource_set: ResourceSet,
-        *,
-        since: dt.datetime | None = None,
-        until: dt.datetime | None = None,
-    ) -> int:
-        """How many changes fall in [since, until]."""
-        raise NotImplementedError
-
     def last_changed(self, resource_set: ResourceSet) -> dt.datetime | None:
         """The datetime of the set's newest change, or None if it has none."""
         raise NotImplementedError

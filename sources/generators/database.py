@@ -333,15 +333,6 @@ class DatabaseGenerator(BaseGenerator):
     def count_resources(self, resource_set: ResourceSet) -> int:
         return Resource.objects.filter(resource_set=resource_set).count()
 
-    def count_changes(
-        self,
-        resource_set: ResourceSet,
-        *,
-        since: datetime | None = None,
-        until: datetime | None = None,
-    ) -> int:
-        return Change.objects.filter(_window(since, until), resource_set=resource_set).count()
-
     def last_changed(self, resource_set: ResourceSet) -> datetime | None:
         return Change.objects.filter(resource_set=resource_set).aggregate(last=Max("datetime"))[
             "last"

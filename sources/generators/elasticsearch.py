@@ -400,16 +400,6 @@ class ElasticsearchGenerator(BaseGenerator):
             "count"
         ]
 
-    def count_changes(
-        self,
-        resource_set: ResourceSet,
-        *,
-        since: datetime | None = None,
-        until: datetime | None = None,
-    ) -> int:
-        query = self._filter(resource_set, *_window(since, until))
-        return self.client.count(index=self.changes_index, query=query)["count"]
-
     def last_changed(self, resource_set: ResourceSet) -> datetime | None:
         response = self.client.search(
             index=self.changes_index,

@@ -76,6 +76,10 @@ def backend(request, settings):
     return generator, resource_set
 
 
+def count_changes(generator, resource_set: ResourceSet) -> int:
+    return sum(1 for _ in generator.iter_changes(resource_set))
+
+
 def uris(records) -> list[str]:
     return [record.uri.rsplit("/", 1)[1] for record in records]
 
@@ -177,8 +181,8 @@ def test_changes_in_a_window_are_inclusive_and_ordered(backend):
         ("deleted", "05"),
     ]
     assert [c.datetime for c in changes] == sorted(c.datetime for c in changes)
-    assert generator.count_changes(resource_set, since=at(3), until=at(20)) == 9
-    assert generator.count_changes(resource_set) == 15
+    assert len(changes) == 9
+    assert count_changes(generator, resource_set) == 15
 
 
 def test_changes_resume_after_a_datetime_and_key(backend):
@@ -238,7 +242,7 @@ def test_index_pending_makes_every_committed_change_visible(backend):
     generator.index_pending(resource_set.pk)
     assert generator.visible_through(resource_set) == newest
     assert not generator.needs_indexing(resource_set.pk)
-    assert generator.count_changes(resource_set) == 17
+    assert count_changes(generator, resource_set) == 17
     assert "later" in uris(generator.iter_resources(resource_set))
 
 
@@ -255,7 +259,7 @@ def test_reconcile_leaves_the_generator_showing_what_the_database_holds(backend,
     call_command("reconcile", resource_set.path)
     assert capsys.readouterr().out.startswith(RECONCILED[generator.name])
     assert generator.visible_through(resource_set) == newest
-    assert (generator.count_resources(resource_set), generator.count_changes(resource_set)) == (
+    assert (generator.count_resources(resource_set), count_changes(generator, resource_set)) == (
         12,
         17,
     )
