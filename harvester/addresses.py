@@ -23,6 +23,7 @@ import httpx
 
 from harvester.pace import Pace, PacedStream
 from resourcesync_portal.addresses import IPNetwork, address_allowed, parse_address
+from resourcesync_portal.streams import transport_with_backend
 
 
 class Refused(Exception):
@@ -75,15 +76,7 @@ def checked_transport(
     policy: AddressPolicy, limits: httpx.Limits, pace: Callable[[], Pace] | None = None
 ) -> httpx.HTTPTransport:
     """An httpx transport whose every new connection goes through `policy` (and a new `pace`)."""
-    transport = httpx.HTTPTransport(limits=limits, trust_env=False)
-    transport._pool = httpcore.ConnectionPool(
-        ssl_context=httpx.create_ssl_context(),
-        max_connections=limits.max_connections,
-        max_keepalive_connections=limits.max_keepalive_connections,
-        keepalive_expiry=limits.keepalive_expiry,
-        network_backend=_CheckedBackend(policy, pace),
-    )
-    return transport
+    return transport_with_backend(_CheckedBackend(policy, pace), limits)
 
 
 class _CheckedBackend(httpcore.SyncBackend):

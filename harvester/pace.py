@@ -20,6 +20,8 @@ from typing import Any
 
 import httpcore
 
+from resourcesync_portal.streams import StreamWrapper
+
 
 class TooSlow(TimeoutError):
     """An answer arrived more slowly than the harvest accepts."""
@@ -73,12 +75,15 @@ def paced_reader(sock: socket.socket, pace: Pace) -> io.BufferedReader:
     return io.BufferedReader(PacedSocketIO(sock, pace))
 
 
-class PacedStream(httpcore.NetworkStream):
+class PacedStream(StreamWrapper):
     """An httpcore stream whose reads a Pace counts (documents go through httpx)."""
 
     def __init__(self, stream: httpcore.NetworkStream, pace: Pace) -> None:
-        self.stream = stream
+        super().__init__(stream)
         self.pace = pace
+
+    def rewrap(self, stream: httpcore.NetworkStream) -> httpcore.NetworkStream:
+        return PacedStream(stream, self.pace)
 
     def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
         data = self.stream.read(max_bytes, timeout)
@@ -91,12 +96,3 @@ class PacedStream(httpcore.NetworkStream):
     def write(self, buffer: bytes, timeout: float | None = None) -> None:
         self.pace.restart()
         self.stream.write(buffer, timeout)
-
-    def close(self) -> None:
-        self.stream.close()
-
-    def start_tls(self, *args: Any, **kwargs: Any) -> httpcore.NetworkStream:
-        return PacedStream(self.stream.start_tls(*args, **kwargs), self.pace)
-
-    def get_extra_info(self, info: str) -> Any:
-        return self.stream.get_extra_info(info)

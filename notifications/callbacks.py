@@ -4,7 +4,8 @@ Only http(s); the host is resolved and every address it resolves to must be
 public (or in ALLOWED_CALLBACK_NETWORKS), checked again before every request;
 the request then goes to the checked address itself (Host header and TLS
 server name kept), so a DNS answer that changes in between changes nothing.
-Redirects are not followed and at most MAX_RESPONSE_BYTES of an answer are read.
+Redirects are not followed, at most MAX_RESPONSE_BYTES of an answer are read,
+and the answer must arrive within CALLBACK_TIMEOUT of the request, however it trickles.
 """
 
 from __future__ import annotations
@@ -12,13 +13,17 @@ from __future__ import annotations
 import hashlib
 import os
 import socket
+import time
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import urlencode, urlsplit, urlunsplit
 
+import httpcore
 import httpx
 from django.core.cache import cache
 
 from resourcesync_portal.addresses import address_allowed, parse_address
+from resourcesync_portal.streams import StreamWrapper, transport_with_backend
 
 from .conf import notification_settings
 
@@ -91,13 +96,46 @@ def over_budget(scope: str, url: str, per_minute: int) -> bool:
 _clients: dict[int, httpx.Client] = {}
 
 
+class AnswerDeadline(StreamWrapper):
+    """Reads that end CALLBACK_TIMEOUT seconds after the request went out.
+
+    httpx's timeouts bound each read, so a callback sending a byte every few
+    seconds held a delivery thread for hours, and with it the whole batch.
+    """
+
+    def __init__(self, stream: httpcore.NetworkStream, seconds: float) -> None:
+        super().__init__(stream)
+        self.seconds = seconds
+        self.deadline = time.monotonic() + seconds
+
+    def rewrap(self, stream: httpcore.NetworkStream) -> httpcore.NetworkStream:
+        return AnswerDeadline(stream, self.seconds)
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        self.deadline = time.monotonic() + self.seconds
+        self.stream.write(buffer, timeout)
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise httpcore.ReadTimeout(f"no whole answer within {self.seconds:g} s")
+        return self.stream.read(max_bytes, left if timeout is None else min(timeout, left))
+
+
+class _DeadlineBackend(httpcore.SyncBackend):
+    def connect_tcp(self, *args: Any, **kwargs: Any) -> httpcore.NetworkStream:
+        stream = super().connect_tcp(*args, **kwargs)
+        return AnswerDeadline(stream, notification_settings().CALLBACK_TIMEOUT)
+
+
 def shared_client() -> httpx.Client:
     """One client per process (its TLS context costs tens of milliseconds to build);
     after a fork the child builds its own."""
     client = _clients.get(os.getpid())
     if client is None:
         limits = httpx.Limits(max_connections=64, max_keepalive_connections=32)
-        client = httpx.Client(follow_redirects=False, trust_env=False, limits=limits)
+        transport = transport_with_backend(_DeadlineBackend(), limits)
+        client = httpx.Client(follow_redirects=False, trust_env=False, transport=transport)
         _clients.clear()
         _clients[os.getpid()] = client
     return client

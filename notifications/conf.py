@@ -27,7 +27,7 @@ class NotificationSettings:
     #: Networks a callback may resolve into although they are not public (tests: loopback).
     ALLOWED_CALLBACK_NETWORKS: tuple[str, ...] = ()
     DEFAULT_LEASE_SECONDS: int = 10 * 24 * 3600
-    #: Seconds to connect to and hear back from a callback.
+    #: Seconds to connect to a callback, and for its whole answer after the request.
     CALLBACK_TIMEOUT: float = 5.0
     #: Bytes of a callback's answer that are read (the challenge echo needs very few).
     MAX_RESPONSE_BYTES: int = 4096

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import math
 import random
 import secrets
 from collections.abc import Iterable
@@ -87,19 +88,34 @@ def due(now: datetime):
 def claim(ids: list[int] | None, now: datetime) -> list[Delivery]:
     """Take the due rows among `ids` (or any due rows) for this sender, in one UPDATE."""
     token = secrets.token_hex(16)
-    hold = now + timedelta(seconds=2 * notification_settings().CALLBACK_TIMEOUT + 60)
     rows = due(now)
     if ids is not None:
         rows = rows.filter(pk__in=ids)
     chosen = list(rows.order_by("next_attempt_at").values_list("pk", flat=True)[:BATCH_LIMIT])
     if not chosen:
         return []
+    hold = now + timedelta(seconds=batch_seconds(len(chosen)))
     due(now).filter(pk__in=chosen).update(claim=token, claimed_until=hold)
     return list(
         Delivery.objects.filter(pk__in=chosen, claim=token, status=Delivery.Status.PENDING)
-        .select_related("notification__resource_set__provider", "subscription")
+        .select_related(
+            "notification__resource_set__provider",
+            "subscription__resource_set",
+            "subscription__token__user",
+        )
         .order_by("pk")
     )
+
+
+def batch_seconds(rows: int) -> float:
+    """The longest a batch of `rows` can take, and a minute more: no claim ends before it.
+
+    Each request takes at most CALLBACK_TIMEOUT to connect and as long for the
+    answer (callbacks.AnswerDeadline); DELIVERY_CONCURRENCY are sent at once.
+    """
+    config = notification_settings()
+    rounds = math.ceil(rows / config.DELIVERY_CONCURRENCY)
+    return rounds * 2 * config.CALLBACK_TIMEOUT + 60
 
 
 def request_headers(delivery: Delivery) -> dict[str, str]:
@@ -164,8 +180,9 @@ def send_all(rows: list[Delivery]) -> list[Outcome]:
 
 
 def still_wanted(row: Delivery, now: datetime) -> bool:
+    """Its subscription is there, its lease running, and it may still see the set."""
     subscription = row.subscription
-    return subscription is not None and subscription.expires_at > now
+    return subscription is not None and subscription.expires_at > now and subscription.may_receive()
 
 
 def finish(row: Delivery, status: str, **fields: object) -> None:

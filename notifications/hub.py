@@ -93,6 +93,7 @@ def subscription_request(form: Mapping[str, str], token: ApiToken | None) -> Sub
         callback=callback,
         secret=secret,
         lease_seconds=lease_from(form),
+        token=token,
     )
 
 
@@ -158,6 +159,7 @@ def subscribe(request: SubscriptionRequest, now: datetime) -> Subscription:
             "state": Subscription.State.ACTIVE,
             "renewed_at": now,
             "failures": 0,
+            "token": request.token,
             "last_error": "",
         },
     )

@@ -9,7 +9,7 @@ from __future__ import annotations
 from django.db import models
 from django.db.models import Q
 
-from sources.models import ResourceSet
+from sources.models import ApiToken, ResourceSet
 
 
 class TopicKind(models.TextChoices):
@@ -65,6 +65,15 @@ class Subscription(models.Model):
     last_delivery_at = models.DateTimeField(null=True, blank=True)
     failures = models.PositiveIntegerField(default=0, help_text="Failed attempts in a row.")
     last_error = models.TextField(blank=True)
+    token = models.ForeignKey(
+        ApiToken,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+        help_text="The token it was asked with: a protected set's deliveries need it to reach "
+        "the set still.",
+    )
 
     class Meta:
         ordering = ["resource_set", "kind", "callback"]
@@ -76,6 +85,12 @@ class Subscription(models.Model):
 
     def __str__(self) -> str:
         return f"{self.callback} ({self.resource_set} {self.kind})"
+
+    def may_receive(self) -> bool:
+        """Whether its set is public, or its token reaches the set (not revoked, same provider)."""
+        if not self.resource_set.protected:
+            return True
+        return self.token is not None and self.token.can_reach(self.resource_set)
 
 
 class SubscriptionRequest(models.Model):
@@ -92,6 +107,9 @@ class SubscriptionRequest(models.Model):
     secret = models.CharField(max_length=200, blank=True)
     lease_seconds = models.PositiveIntegerField()
     created_at = models.DateTimeField(auto_now_add=True)
+    token = models.ForeignKey(
+        ApiToken, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
 
     def __str__(self) -> str:
         return f"{self.mode} {self.callback}"

@@ -35,15 +35,15 @@ def locked_topic(resource_set: ResourceSet, kind: str, *, starting_after: int = 
 
 
 def subscribers(resource_set: ResourceSet, kind: str, now: datetime) -> list[Subscription]:
-    """Subscriptions that receive new notifications: active, with a lease still running."""
-    return list(
-        Subscription.objects.filter(
-            resource_set=resource_set,
-            kind=kind,
-            state=Subscription.State.ACTIVE,
-            expires_at__gt=now,
-        )
-    )
+    """Subscriptions that receive new notifications: active, with a lease still running,
+    and for a protected set a token that still reaches it."""
+    active = Subscription.objects.filter(
+        resource_set=resource_set,
+        kind=kind,
+        state=Subscription.State.ACTIVE,
+        expires_at__gt=now,
+    ).select_related("resource_set", "token__user")
+    return [subscription for subscription in active if subscription.may_receive()]
 
 
 def publish(
