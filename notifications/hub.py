@@ -47,13 +47,23 @@ def _required(form: Mapping[str, str], field: str) -> str:
 
 
 def lease_from(form: Mapping[str, str]) -> int:
-    """The lease asked for, brought within 300 s-31 days; the default when none is asked."""
+    """The lease asked for, brought within 300 s-31 days; the default when none is asked.
+
+    ASCII digits only: `isdigit()` also takes '²' (which `int()` refuses) and other scripts'
+    digits. A number longer than the longest lease is that lease, never converted (`int()`
+    refuses more than 4,300 digits).
+    """
     value = form.get("hub.lease_seconds", "").strip()
     if not value:
         return notification_settings().DEFAULT_LEASE_SECONDS
-    if not value.isdigit():
-        raise HubRequestError("hub.lease_seconds", "must be a whole number of seconds")
-    return min(max(int(value), MIN_LEASE_SECONDS), MAX_LEASE_SECONDS)
+    if not (value.isascii() and value.isdigit()):
+        raise HubRequestError(
+            "hub.lease_seconds", "must be a whole number of seconds, in ASCII digits"
+        )
+    digits = value.lstrip("0") or "0"
+    if len(digits) > len(str(MAX_LEASE_SECONDS)):
+        return MAX_LEASE_SECONDS
+    return min(max(int(digits), MIN_LEASE_SECONDS), MAX_LEASE_SECONDS)
 
 
 def check_callback(callback: str) -> None:

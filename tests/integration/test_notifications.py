@@ -20,7 +20,13 @@ from django.utils import timezone
 from lxml import etree
 
 from notifications import delivery, hub
-from notifications.models import Delivery, Notification, Subscription, TopicKind
+from notifications.models import (
+    Delivery,
+    Notification,
+    Subscription,
+    SubscriptionRequest,
+    TopicKind,
+)
 from notifications.payloads import ONE_MICROSECOND
 from sources.models import ApiToken, ResourceSet
 from tests.support import NS, assert_valid, created, event, ingest, make_set, store_documents_in
@@ -581,6 +587,38 @@ def test_bad_hub_requests_get_a_4xx_naming_the_field(client, notifying_set, form
 
 def test_the_hub_takes_only_post(client, db):
     assert client.get("/resourcesync/hub").status_code == 405
+
+
+TOPIC = "http://127.0.0.1:8000/resourcesync/acme/articles/notifications/change"
+
+
+def ask_hub(client: Client, fields: dict[str, str]):
+    """A subscribe request for a loopback callback, with `fields` changed."""
+    form = {"hub.mode": "subscribe", "hub.callback": "http://127.0.0.1:9/cb", "hub.topic": TOPIC}
+    return client.post("/resourcesync/hub", {**form, **fields})
+
+
+@pytest.mark.parametrize(
+    "lease",
+    ["\u00b2", "\u0661\u0662\u0663\u0660\u0660", "3e5", "-300", "1" * 5000 + "x"],
+    ids=["superscript-two", "arabic-indic", "exponent", "negative", "long-then-letter"],
+)
+def test_a_lease_is_ascii_digits_or_a_400_naming_it(client, notifying_set, lease):
+    response = ask_hub(client, {"hub.lease_seconds": lease})
+    assert response.status_code == 400
+    assert response.content.startswith(b"hub.lease_seconds:")
+
+
+@pytest.mark.parametrize(
+    ("lease", "granted"),
+    [("9" * 5000, 31 * 24 * 3600), ("0" * 5000 + "600", 600), ("000", 300)],
+    ids=["5000-nines", "leading-zeros", "zero"],
+)
+def test_a_lease_of_thousands_of_digits_is_brought_within_bounds(
+    client, notifying_set, lease, granted
+):
+    assert ask_hub(client, {"hub.lease_seconds": lease}).status_code == 202
+    assert SubscriptionRequest.objects.get().lease_seconds == granted
 
 
 # --- What change notifications contain ---
