@@ -8,6 +8,7 @@ a 2xx echo of it makes the subscription (or its end) real (WebSub §5.3).
 from __future__ import annotations
 
 import logging
+import re
 import secrets
 from collections.abc import Mapping
 from datetime import datetime, timedelta
@@ -28,6 +29,9 @@ logger = logging.getLogger(__name__)
 #: WebSub §5.1: hub.secret MUST be less than 200 bytes.
 MAX_SECRET_BYTES = 199
 MAX_CALLBACK_LENGTH = 2000
+#: C0 and C1 controls and DEL: meaningless in any hub field, and NUL is a 500 on
+#: PostgreSQL (its text fields cannot hold it).
+CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
 class HubRequestError(Exception):
@@ -39,8 +43,18 @@ class HubRequestError(Exception):
         self.status_code = status_code
 
 
+def _field(form: Mapping[str, str], field: str, *, strip: bool = True) -> str:
+    """A form field (stripped, unless it is a secret); control characters refused."""
+    value = form.get(field, "")
+    if strip:
+        value = value.strip()
+    if CONTROL_CHARACTERS.search(value):
+        raise HubRequestError(field, "may not contain control characters")
+    return value
+
+
 def _required(form: Mapping[str, str], field: str) -> str:
-    value = form.get(field, "").strip()
+    value = _field(form, field)
     if not value:
         raise HubRequestError(field, "is required")
     return value
@@ -53,7 +67,7 @@ def lease_from(form: Mapping[str, str]) -> int:
     digits. A number longer than the longest lease is that lease, never converted (`int()`
     refuses more than 4,300 digits).
     """
-    value = form.get("hub.lease_seconds", "").strip()
+    value = _field(form, "hub.lease_seconds")
     if not value:
         return notification_settings().DEFAULT_LEASE_SECONDS
     if not (value.isascii() and value.isdigit()):
@@ -90,7 +104,7 @@ def subscription_request(form: Mapping[str, str], token: ApiToken | None) -> Sub
     if resource_set.protected and (token is None or not token.can_reach(resource_set)):
         # The same answer as for an unknown topic: a protected topic is never revealed.
         raise HubRequestError("hub.topic", "is not a topic of this hub")
-    secret = form.get("hub.secret", "")
+    secret = _field(form, "hub.secret", strip=False)
     if len(secret.encode()) > MAX_SECRET_BYTES:
         raise HubRequestError("hub.secret", "must be less than 200 bytes")
     config = notification_settings()

@@ -621,6 +621,32 @@ def test_a_lease_of_thousands_of_digits_is_brought_within_bounds(
     assert SubscriptionRequest.objects.get().lease_seconds == granted
 
 
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"hub.secret": "a\x00b"},
+        {"hub.secret": "a\x1bb"},
+        {"hub.callback": "http://127.0.0.1:9/cb\x00x"},
+        {"hub.topic": TOPIC + "\x00"},
+        {"hub.mode": "subscribe\x00"},
+        {"hub.lease_seconds": "600\x00"},
+    ],
+    ids=["secret-nul", "secret-escape", "callback-nul", "topic-nul", "mode-nul", "lease-nul"],
+)
+def test_control_characters_in_a_hub_field_get_a_400_naming_it(client, notifying_set, fields):
+    """PostgreSQL cannot store NUL: it was a 500 there (SQLite stored it)."""
+    response = ask_hub(client, fields)
+    assert response.status_code == 400
+    (field,) = fields
+    assert response.content.startswith(f"{field}: may not contain control characters".encode())
+    assert not SubscriptionRequest.objects.exists()
+
+
+def test_a_secret_may_hold_spaces_and_any_printable_character(client, notifying_set):
+    assert ask_hub(client, {"hub.secret": " ein Geheimnis \u00fc "}).status_code == 202
+    assert SubscriptionRequest.objects.get().secret == " ein Geheimnis \u00fc "
+
+
 # --- What change notifications contain ---
 
 
