@@ -32,6 +32,9 @@ MAX_CALLBACK_LENGTH = 2000
 #: C0 and C1 controls and DEL: meaningless in any hub field, and NUL is a 500 on
 #: PostgreSQL (its text fields cannot hold it).
 CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+#: RFC 3986's characters, `%` only before two hex digits. An IRI must come as a URI
+#: (percent-encoded, its host punycoded): the hub calls the callback exactly as stored.
+URI = re.compile(r"(?:[A-Za-z0-9\-._~:/?#\[\]@!$&'()*+,;=]|%[0-9A-Fa-f]{2})+")
 
 
 class HubRequestError(Exception):
@@ -83,6 +86,12 @@ def lease_from(form: Mapping[str, str]) -> int:
 def check_callback(callback: str) -> None:
     if len(callback) > MAX_CALLBACK_LENGTH:
         raise HubRequestError("hub.callback", f"is longer than {MAX_CALLBACK_LENGTH} characters")
+    if not URI.fullmatch(callback):
+        raise HubRequestError(
+            "hub.callback",
+            "must be a URI (RFC 3986): ASCII only, other characters percent-encoded "
+            "and a host in punycode",
+        )
     try:
         callbacks.resolve_callback(callback)
     except callbacks.CallbackRefused as error:
@@ -130,8 +139,16 @@ def verify(request_id: int, *, now: datetime | None = None) -> bool:
     )
     if request is None:
         return False  # verified already (a task run twice)
-    confirmed = challenge_answered(request)
-    now = now or timezone.now()
+    try:
+        return apply_verified(request, challenge_answered(request), now or timezone.now())
+    except BaseException:
+        # Nothing sweeps requests: one left here would wait forever.
+        SubscriptionRequest.objects.filter(pk=request.pk).delete()
+        raise
+
+
+def apply_verified(request: SubscriptionRequest, confirmed: bool, now: datetime) -> bool:
+    """Answer the request: it goes, and its subscription or its end is made if confirmed."""
     with transaction.atomic():
         request.delete()
         if not confirmed:
@@ -155,7 +172,8 @@ def challenge_answered(request: SubscriptionRequest) -> bool:
         params["hub.lease_seconds"] = str(request.lease_seconds)
     try:
         response = callbacks.send("GET", callbacks.with_query(request.callback, params))
-    except (callbacks.CallbackRefused, httpx.HTTPError) as error:
+    except (ValueError, httpx.InvalidURL, httpx.HTTPError) as error:
+        # ValueError: CallbackRefused, or a URL httpx cannot send (stored before it was checked).
         logger.info("Intent to %s not verified at %s: %s", request.mode, request.callback, error)
         return False
     echoed = response.body.decode("utf-8", errors="replace").strip() == challenge

@@ -647,6 +647,67 @@ def test_a_secret_may_hold_spaces_and_any_printable_character(client, notifying_
     assert SubscriptionRequest.objects.get().secret == " ein Geheimnis \u00fc "
 
 
+FULL_WIDTH_LOCALHOST = "\uff4c\uff4f\uff43\uff41\uff4c\uff48\uff4f\uff53\uff54"
+
+
+@pytest.mark.parametrize(
+    "callback",
+    [
+        f"http://{FULL_WIDTH_LOCALHOST}:9/echo",
+        "http://127.0.0.1:9/caf\u00e9",
+        "http://127.0.0.1:9/a b",
+        "http://127.0.0.1:9/a%zz",
+        "http://127.0.0.1:9\\@example.org/",
+        "http://127.0.0.1:9/<x>",
+    ],
+    ids=["full-width-host", "non-ascii-path", "space", "bad-escape", "backslash", "angle"],
+)
+def test_a_callback_must_be_a_plain_ascii_uri(client, notifying_set, callback):
+    """An IRI comes percent-encoded, its host punycoded: what is stored is what is sent."""
+    response = ask_hub(client, {"hub.callback": callback})
+    assert response.status_code == 400
+    assert response.content.startswith(b"hub.callback: must be a URI")
+    assert not SubscriptionRequest.objects.exists()
+
+
+def test_a_percent_encoded_callback_is_taken(client, notifying_set):
+    callback = "http://127.0.0.1:9/caf%C3%A9?a=1&b=%2F;c=d~e"
+    assert ask_hub(client, {"hub.callback": callback}).status_code == 202
+    assert SubscriptionRequest.objects.get().callback == callback
+
+
+def pending(resource_set: ResourceSet, callback: str, mode: str = "subscribe"):
+    return SubscriptionRequest.objects.create(
+        mode=mode,
+        resource_set=resource_set,
+        kind=TopicKind.CHANGE,
+        callback=callback,
+        lease_seconds=300,
+    )
+
+
+def test_a_callback_the_hub_cannot_call_leaves_no_request_behind(notifying_set, subscriber):
+    """Requests stored before callbacks were checked as URIs: verification fails, cleanly."""
+    port = urlsplit(subscriber.url).port
+    for callback in (
+        f"http://{FULL_WIDTH_LOCALHOST}:{port}/callback",  # Host header: UnicodeEncodeError
+        f"http://127.0.0.1:{port}/callback\x01x",  # httpx.InvalidURL
+    ):
+        assert hub.verify(pending(notifying_set, callback).pk) is False
+    assert not SubscriptionRequest.objects.exists()
+    assert not Subscription.objects.exists()
+
+
+def test_an_unexpected_error_while_verifying_still_removes_the_request(notifying_set, monkeypatch):
+    def broken(request):
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(hub, "challenge_answered", broken)
+    with pytest.raises(RuntimeError):
+        hub.verify(pending(notifying_set, "http://127.0.0.1:9/cb").pk)
+    assert not SubscriptionRequest.objects.exists()
+
+
 # --- What change notifications contain ---
 
 
