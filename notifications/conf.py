@@ -33,7 +33,8 @@ class NotificationSettings:
     MAX_RESPONSE_BYTES: int = 4096
     #: Requests sent to one callback per minute; more wait, they do not fail.
     CALLBACK_REQUESTS_PER_MINUTE: int = 600
-    #: Subscription requests accepted for one callback per minute; more get 429.
+    #: Subscription requests accepted for one callback per minute, and for its host
+    #: hub.HOST_BUDGET_FACTOR times as many; more get 429.
     HUB_REQUESTS_PER_MINUTE: int = 30
     #: A delivery is retried with exponential backoff this long, then given up.
     RETRY_SECONDS: int = 26 * 3600

@@ -12,12 +12,13 @@ import re
 import secrets
 from collections.abc import Mapping
 from datetime import datetime, timedelta
+from urllib.parse import urlsplit
 
 import httpx
 from django.db import transaction
 from django.utils import timezone
 
-from sources.models import ApiToken
+from sources.models import ApiToken, ResourceSet
 
 from . import callbacks
 from .conf import MAX_LEASE_SECONDS, MIN_LEASE_SECONDS, notification_settings
@@ -29,6 +30,9 @@ logger = logging.getLogger(__name__)
 #: WebSub §5.1: hub.secret MUST be less than 200 bytes.
 MAX_SECRET_BYTES = 199
 MAX_CALLBACK_LENGTH = 2000
+#: A callback's host gets this many callbacks' worth of requests a minute: variants of
+#: one URL (`?1`, `#x`, another case) are new callbacks but no new budget.
+HOST_BUDGET_FACTOR = 10
 #: C0 and C1 controls and DEL: meaningless in any hub field, and NUL is a 500 on
 #: PostgreSQL (its text fields cannot hold it).
 CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
@@ -98,8 +102,35 @@ def check_callback(callback: str) -> None:
         raise HubRequestError("hub.callback", str(error)) from error
 
 
-def subscription_request(form: Mapping[str, str], token: ApiToken | None) -> SubscriptionRequest:
-    """Check a subscribe/unsubscribe form and record it for verification."""
+def check_budget(callback: str) -> None:
+    """429 past the callback's budget, or past its host's (every URL on it counts)."""
+    per_minute = notification_settings().HUB_REQUESTS_PER_MINUTE
+    if callbacks.over_budget("hub-request", callback, per_minute):
+        raise HubRequestError("hub.callback", "too many requests for this callback", 429)
+    host = (urlsplit(callback).hostname or "").rstrip(".")
+    if callbacks.over_budget("hub-request-host", host, per_minute * HOST_BUDGET_FACTOR):
+        raise HubRequestError("hub.callback", "too many requests for this callback's host", 429)
+
+
+def anything_to_end(resource_set: ResourceSet, kind: str, callback: str) -> bool:
+    """A subscription, or a subscribe still being verified (an unsubscribe then cancels it)."""
+    same = {"resource_set": resource_set, "kind": kind, "callback": callback}
+    return (
+        Subscription.objects.filter(**same).exists()
+        or SubscriptionRequest.objects.filter(
+            mode=SubscriptionRequest.Mode.SUBSCRIBE, **same
+        ).exists()
+    )
+
+
+def subscription_request(
+    form: Mapping[str, str], token: ApiToken | None
+) -> SubscriptionRequest | None:
+    """Check a subscribe/unsubscribe form and record it for verification.
+
+    None: an unsubscribe with nothing to end, ignored (WebSub §5.1 allows it), so the hub
+    sends no GET to whatever URL a request names.
+    """
     mode = _required(form, "hub.mode")
     if mode not in SubscriptionRequest.Mode.values:
         raise HubRequestError("hub.mode", "must be subscribe or unsubscribe")
@@ -116,9 +147,11 @@ def subscription_request(form: Mapping[str, str], token: ApiToken | None) -> Sub
     secret = _field(form, "hub.secret", strip=False)
     if len(secret.encode()) > MAX_SECRET_BYTES:
         raise HubRequestError("hub.secret", "must be less than 200 bytes")
-    config = notification_settings()
-    if callbacks.over_budget("hub-request", callback, config.HUB_REQUESTS_PER_MINUTE):
-        raise HubRequestError("hub.callback", "too many requests for this callback", 429)
+    check_budget(callback)
+    if mode == SubscriptionRequest.Mode.UNSUBSCRIBE and not anything_to_end(
+        resource_set, kind, callback
+    ):
+        return None
     return SubscriptionRequest.objects.create(
         mode=mode,
         resource_set=resource_set,
@@ -150,9 +183,9 @@ def verify(request_id: int, *, now: datetime | None = None) -> bool:
 def apply_verified(request: SubscriptionRequest, confirmed: bool, now: datetime) -> bool:
     """Answer the request: it goes, and its subscription or its end is made if confirmed."""
     with transaction.atomic():
-        request.delete()
-        if not confirmed:
-            return False
+        removed, _ = SubscriptionRequest.objects.filter(pk=request.pk).delete()
+        if not (removed and confirmed):
+            return False  # not removed: a twin run, or an unsubscribe, answered it meanwhile
         if request.mode == SubscriptionRequest.Mode.SUBSCRIBE:
             subscribe(request, now)
         else:
@@ -209,11 +242,16 @@ def subscribe(request: SubscriptionRequest, now: datetime) -> Subscription:
 
 
 def unsubscribe(request: SubscriptionRequest) -> None:
-    end_subscriptions(
-        Subscription.objects.filter(
-            resource_set=request.resource_set, kind=request.kind, callback=request.callback
-        )
-    )
+    """End the subscription, and cancel a subscribe asked before this and not yet verified."""
+    same = {
+        "resource_set": request.resource_set,
+        "kind": request.kind,
+        "callback": request.callback,
+    }
+    SubscriptionRequest.objects.filter(
+        mode=SubscriptionRequest.Mode.SUBSCRIBE, pk__lt=request.pk, **same
+    ).delete()
+    end_subscriptions(Subscription.objects.filter(**same))
 
 
 def end_subscriptions(subscriptions) -> int:

@@ -37,8 +37,10 @@ class HubView(View):
             return denied_response(error)
         except hub.HubRequestError as error:
             return _text(str(error), error.status_code)
-        tasks.run_after_commit(tasks.verify_subscription, pending.pk)
-        return _text(f"Accepted: the hub will verify the intent to {pending.mode}.", 202)
+        if pending is not None:  # None: an unsubscribe with nothing to end, answered alike
+            tasks.run_after_commit(tasks.verify_subscription, pending.pk)
+        mode = request.POST["hub.mode"].strip()
+        return _text(f"Accepted: the hub will verify the intent to {mode}.", 202)
 
 
 class TopicView(SetReadView):

@@ -708,6 +708,71 @@ def test_an_unexpected_error_while_verifying_still_removes_the_request(notifying
     assert not SubscriptionRequest.objects.exists()
 
 
+def test_a_callback_host_has_a_budget_that_variants_of_one_url_share(
+    client, notifying_set, settings
+):
+    settings.RESOURCESYNC_NOTIFICATIONS = {
+        **settings.RESOURCESYNC_NOTIFICATIONS,
+        "HUB_REQUESTS_PER_MINUTE": 2,
+    }
+    variants = [f"http://127.0.0.1:9/cb?{n}" for n in range(10)]
+    variants += [f"http://127.0.0.1:9/CB#{n}" for n in range(10)]
+    variants += ["http://127.0.0.1:9/Cb", "http://127.0.0.1:8/cb"]
+    answers = [ask_hub(client, {"hub.callback": url}) for url in variants]
+    # 2 a minute per callback, and ten times that per host.
+    assert [a.status_code for a in answers] == [202] * 20 + [429] * 2
+    assert answers[-1].content.startswith(b"hub.callback: too many requests")
+    assert ask_hub(client, {"hub.callback": "http://localhost:9/cb"}).status_code == 202
+
+
+def test_an_unsubscribe_with_nothing_to_end_calls_no_callback(
+    client, django_capture_on_commit_callbacks, notifying_set, subscriber
+):
+    """WebSub lets the hub ignore it: a 202 as for any unsubscribe, and no GET to the callback."""
+    subscriber.intend("unsubscribe", TOPIC)
+    with django_capture_on_commit_callbacks(execute=True):
+        response = client.post(
+            "/resourcesync/hub", subscribe_form("unsubscribe", TOPIC, subscriber.url)
+        )
+    assert response.status_code == 202
+    assert response.content == b"Accepted: the hub will verify the intent to unsubscribe.\n"
+    assert subscriber.verifications == []
+    assert not SubscriptionRequest.objects.exists()
+
+
+@pytest.mark.parametrize("unsubscribe_first", [True, False])
+def test_an_unsubscribe_after_a_subscribe_still_being_verified_ends_it(
+    client, django_capture_on_commit_callbacks, notifying_set, subscriber, unsubscribe_first
+):
+    subscriber.intend("subscribe", TOPIC)
+    subscriber.intend("unsubscribe", TOPIC)
+    with django_capture_on_commit_callbacks() as verifications:
+        for mode in ("subscribe", "unsubscribe"):
+            form = subscribe_form(mode, TOPIC, subscriber.url)
+            assert client.post("/resourcesync/hub", form).status_code == 202
+    for verification in reversed(verifications) if unsubscribe_first else verifications:
+        verification()
+    assert not Subscription.objects.exists()
+    assert not SubscriptionRequest.objects.exists()
+
+
+def test_an_unsubscribe_verified_while_the_subscribe_is_being_verified_wins(
+    notifying_set, subscriber, monkeypatch
+):
+    subscribe_request = pending(notifying_set, subscriber.url)
+    unsubscribe_request = pending(notifying_set, subscriber.url, mode="unsubscribe")
+
+    def unsubscribed_meanwhile(request):
+        if request.pk == subscribe_request.pk:
+            assert hub.verify(unsubscribe_request.pk) is True
+        return True
+
+    monkeypatch.setattr(hub, "challenge_answered", unsubscribed_meanwhile)
+    assert hub.verify(subscribe_request.pk) is False
+    assert not Subscription.objects.exists()
+    assert not SubscriptionRequest.objects.exists()
+
+
 # --- What change notifications contain ---
 
 
