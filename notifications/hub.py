@@ -3,6 +3,7 @@
 A request is checked at once (4xx naming the field), acknowledged with 202
 and verified afterwards: the hub GETs the callback with a challenge, and only
 a 2xx echo of it makes the subscription (or its end) real (WebSub §5.3).
+The callback's host is resolved last, after the topic and the rate limits.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from sources.models import ApiToken, ResourceSet
 
 from . import callbacks
 from .conf import MAX_LEASE_SECONDS, MIN_LEASE_SECONDS, notification_settings
-from .models import Delivery, Subscription, SubscriptionRequest
+from .models import Delivery, Subscription, SubscriptionRequest, TopicKind
 from .topics import UnknownTopic, parse_topic, topic_url
 
 logger = logging.getLogger(__name__)
@@ -87,7 +88,9 @@ def lease_from(form: Mapping[str, str]) -> int:
     return min(max(int(digits), MIN_LEASE_SECONDS), MAX_LEASE_SECONDS)
 
 
-def check_callback(callback: str) -> None:
+def callback_from(form: Mapping[str, str]) -> str:
+    """The callback, if the hub would call it; its host is resolved last (check_reachable)."""
+    callback = _required(form, "hub.callback")
     if len(callback) > MAX_CALLBACK_LENGTH:
         raise HubRequestError("hub.callback", f"is longer than {MAX_CALLBACK_LENGTH} characters")
     if not URI.fullmatch(callback):
@@ -97,9 +100,54 @@ def check_callback(callback: str) -> None:
             "and a host in punycode",
         )
     try:
+        parts = urlsplit(callback)
+        port = parts.port
+    except ValueError:  # an unclosed '[', a port past 65535
+        raise HubRequestError("hub.callback", "is not a valid URL") from None
+    if parts.scheme not in callbacks.DEFAULT_PORTS:
+        raise HubRequestError("hub.callback", "must be an http or https URL")
+    if "@" in parts.netloc:
+        raise HubRequestError("hub.callback", "may not carry credentials")
+    if not parts.hostname:
+        raise HubRequestError("hub.callback", "has no host")
+    if port == 0:  # urlsplit's 0 would be taken for no port, and port 80 called
+        raise HubRequestError("hub.callback", "may not name port 0")
+    return callback
+
+
+def topic_from(form: Mapping[str, str], token: ApiToken | None) -> tuple[ResourceSet, TopicKind]:
+    """The set and kind of the topic; a protected one answers as an unknown one."""
+    try:
+        resource_set, kind = parse_topic(_required(form, "hub.topic"))
+    except UnknownTopic:
+        raise HubRequestError("hub.topic", "is not a topic of this hub") from None
+    if resource_set.protected and (token is None or not token.can_reach(resource_set)):
+        raise HubRequestError("hub.topic", "is not a topic of this hub")
+    return resource_set, kind
+
+
+def secret_from(form: Mapping[str, str]) -> str:
+    secret = _field(form, "hub.secret", strip=False)
+    if len(secret.encode()) > MAX_SECRET_BYTES:
+        raise HubRequestError("hub.secret", "must be less than 200 bytes")
+    return secret
+
+
+def check_reachable(callback: str) -> None:
+    """Resolve the callback's host, after every other check and the rate limits.
+
+    One answer whether the host has no address or a private one, and never the address:
+    the hub is no DNS oracle for the portal's network. The log keeps the reason.
+    """
+    try:
         callbacks.resolve_callback(callback)
     except callbacks.CallbackRefused as error:
-        raise HubRequestError("hub.callback", str(error)) from error
+        logger.info("Callback %s refused: %s", callback, error)
+        raise HubRequestError(
+            "hub.callback",
+            "the callback's host is not reachable from this hub "
+            "(not resolvable, or not a public address)",
+        ) from error
 
 
 def check_budget(callback: str) -> None:
@@ -134,31 +182,23 @@ def subscription_request(
     mode = _required(form, "hub.mode")
     if mode not in SubscriptionRequest.Mode.values:
         raise HubRequestError("hub.mode", "must be subscribe or unsubscribe")
-    callback = _required(form, "hub.callback")
-    check_callback(callback)
-    topic = _required(form, "hub.topic")
-    try:
-        resource_set, kind = parse_topic(topic)
-    except UnknownTopic:
-        raise HubRequestError("hub.topic", "is not a topic of this hub") from None
-    if resource_set.protected and (token is None or not token.can_reach(resource_set)):
-        # The same answer as for an unknown topic: a protected topic is never revealed.
-        raise HubRequestError("hub.topic", "is not a topic of this hub")
-    secret = _field(form, "hub.secret", strip=False)
-    if len(secret.encode()) > MAX_SECRET_BYTES:
-        raise HubRequestError("hub.secret", "must be less than 200 bytes")
+    callback = callback_from(form)
+    resource_set, kind = topic_from(form, token)
+    secret = secret_from(form)
+    lease_seconds = lease_from(form)
     check_budget(callback)
     if mode == SubscriptionRequest.Mode.UNSUBSCRIBE and not anything_to_end(
         resource_set, kind, callback
     ):
         return None
+    check_reachable(callback)
     return SubscriptionRequest.objects.create(
         mode=mode,
         resource_set=resource_set,
         kind=kind,
         callback=callback,
         secret=secret,
-        lease_seconds=lease_from(form),
+        lease_seconds=lease_seconds,
         token=token,
     )
 

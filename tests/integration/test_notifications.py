@@ -479,26 +479,48 @@ def test_a_protected_topic_needs_the_providers_token_and_is_never_revealed(
     assert len(subscriber.wait_for(1)) == 1
 
 
+UNREACHABLE = (
+    b"hub.callback: the callback's host is not reachable from this hub"
+    b" (not resolvable, or not a public address)\n"
+)
+
+
+@pytest.mark.parametrize(
+    "callback",
+    [
+        "http://10.1.2.3/cb",
+        "http://169.254.169.254/latest/meta-data",
+        "http://192.168.0.10:8080/cb",
+        "http://[::1]:9/cb",
+        "http://[::ffff:10.0.0.1]/cb",
+        "http://0.0.0.0/cb",
+        "http://nothing.invalid/cb",
+    ],
+)
+def test_callbacks_into_private_networks_are_refused_alike(client, notifying_set, callback):
+    """One answer whether the host has no address or a private one: no DNS oracle."""
+    response = ask_hub(client, {"hub.callback": callback})
+    assert response.status_code == 400
+    assert response.content == UNREACHABLE
+
+
 @pytest.mark.parametrize(
     ("callback", "reason"),
     [
-        ("http://10.1.2.3/cb", "10.1.2.3"),
-        ("http://169.254.169.254/latest/meta-data", "169.254.169.254"),
-        ("http://192.168.0.10:8080/cb", "192.168.0.10"),
-        ("http://[::1]:9/cb", "::1"),
-        ("http://[::ffff:10.0.0.1]/cb", "::ffff:10.0.0.1"),
-        ("http://0.0.0.0/cb", "0.0.0.0"),  # noqa: S104 (a callback refused, not a bind)
-        ("ftp://example.org/cb", "http or https"),
-        ("http://user:pw@127.0.0.1/cb", "credentials"),
-        ("javascript:alert(1)", "http or https"),
+        ("ftp://example.org/cb", b"must be an http or https URL"),
+        ("http://user:pw@127.0.0.1/cb", b"may not carry credentials"),
+        ("http://@127.0.0.1/cb", b"may not carry credentials"),
+        ("javascript:alert(1)", b"must be an http or https URL"),
+        ("http:///cb", b"has no host"),
+        ("http://127.0.0.1:0/cb", b"may not name port 0"),
+        ("http://127.0.0.1:65536/cb", b"is not a valid URL"),
+        ("http://[::1/cb", b"is not a valid URL"),
     ],
 )
-def test_callbacks_into_private_networks_are_refused(client, notifying_set, callback, reason):
-    topic = "http://127.0.0.1:8000/resourcesync/acme/articles/notifications/change"
-    response = client.post("/resourcesync/hub", subscribe_form("subscribe", topic, callback))
+def test_callbacks_the_hub_would_not_call_are_refused(client, notifying_set, callback, reason):
+    response = ask_hub(client, {"hub.callback": callback})
     assert response.status_code == 400
-    assert b"hub.callback" in response.content
-    assert reason.encode() in response.content
+    assert response.content == b"hub.callback: " + reason + b"\n"
 
 
 def test_loopback_is_refused_unless_a_setting_allows_it(client, notifying_set, settings):
@@ -506,11 +528,42 @@ def test_loopback_is_refused_unless_a_setting_allows_it(client, notifying_set, s
         **settings.RESOURCESYNC_NOTIFICATIONS,
         "ALLOWED_CALLBACK_NETWORKS": [],
     }
-    topic = "http://127.0.0.1:8000/resourcesync/acme/articles/notifications/change"
     for callback in ("http://127.0.0.1:9/cb", "http://localhost:9/cb"):
-        response = client.post("/resourcesync/hub", subscribe_form("subscribe", topic, callback))
-        assert response.status_code == 400
-        assert b"127.0.0.1" in response.content
+        assert ask_hub(client, {"hub.callback": callback}).content == UNREACHABLE
+
+
+@pytest.fixture
+def lookups(monkeypatch) -> list[str]:
+    """The hosts the hub resolves."""
+    from notifications import callbacks
+
+    looked_up: list[str] = []
+    resolve = callbacks.socket.getaddrinfo
+
+    def counted(host, *args, **kwargs):
+        looked_up.append(host)
+        return resolve(host, *args, **kwargs)
+
+    monkeypatch.setattr(callbacks.socket, "getaddrinfo", counted)
+    return looked_up
+
+
+def test_the_topic_is_checked_before_the_callbacks_host_is_resolved(client, notifying_set, lookups):
+    response = ask_hub(client, {"hub.topic": "junk", "hub.callback": "http://runsc:5432/"})
+    assert response.content == b"hub.topic: is not a topic of this hub\n"
+    assert lookups == []
+
+
+def test_the_rate_limit_is_checked_before_the_callbacks_host_is_resolved(
+    client, notifying_set, settings, lookups
+):
+    settings.RESOURCESYNC_NOTIFICATIONS = {
+        **settings.RESOURCESYNC_NOTIFICATIONS,
+        "HUB_REQUESTS_PER_MINUTE": 1,
+    }
+    answers = [ask_hub(client, {"hub.callback": "http://nothing.invalid/"}) for _ in range(3)]
+    assert [answer.status_code for answer in answers] == [400, 429, 429]
+    assert lookups == ["nothing.invalid"]
 
 
 def test_the_callback_is_checked_again_at_delivery(
