@@ -4,10 +4,10 @@
 controls its own DNS: a subdomain of it (allowed by default) may resolve to
 169.254.169.254 or to a database next to the harvester. So every connection,
 documents, resources and the hub alike, resolves the host here and goes only
-to an address that is public, inside `allowed_networks`, or one the hosts
-named in `allowed_hosts` resolved to when the harvest started (a source on
-localhost or the local network is harvested as configured; its subdomains
-are not trusted with that).
+to an address that is public, inside `allowed_networks`, or one written out
+in `allowed_hosts` (`127.0.0.1:8000`; `localhost` stands for loopback). A
+source on a private network by name needs `allowed_networks`: its name's DNS
+answer is no proof, since the source may control it.
 """
 
 from __future__ import annotations
@@ -16,14 +16,13 @@ import ipaddress
 import socket
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
 
 import httpcore
 import httpx
 
 from harvester.pace import Pace, PacedStream
 from resourcesync_portal.addresses import IPNetwork, address_allowed, parse_address
-from resourcesync_portal.streams import transport_with_backend
+from resourcesync_portal.streams import CheckedBackend, transport_with_backend
 
 
 class Refused(Exception):
@@ -42,14 +41,15 @@ class AddressPolicy:
 
     @classmethod
     def trusting(cls, hosts: Iterable[str], networks: Iterable[IPNetwork] = ()) -> AddressPolicy:
-        """`networks`, and every address the named hosts resolve to now."""
-        found = [ipaddress.ip_network(parse_address(a)) for h in hosts for a in _known(h)]
-        return cls((*networks, *found))
+        """`networks`, the addresses among `hosts`, and loopback if `localhost` is one."""
+        return cls((*networks, *(network for host in hosts for network in _named(host))))
 
     def addresses(self, host: str, port: int) -> list[str]:
         """The host's addresses this harvest may connect to, in the resolver's order."""
         try:
             found = _resolve(host, port)
+        except UnicodeError as error:  # a label over 63 characters, say: no retry mends it
+            raise AddressRefused(f"{host} is not a host name: {error}") from error
         except OSError as error:
             raise OSError(f"{host} cannot be resolved: {error}") from error
         allowed = [a for a in found if address_allowed(parse_address(a), self.networks)]
@@ -76,40 +76,37 @@ def checked_transport(
     policy: AddressPolicy, limits: httpx.Limits, pace: Callable[[], Pace] | None = None
 ) -> httpx.HTTPTransport:
     """An httpx transport whose every new connection goes through `policy` (and a new `pace`)."""
-    return transport_with_backend(_CheckedBackend(policy, pace), limits)
+    return transport_with_backend(_PolicyBackend(policy, pace), limits)
 
 
-class _CheckedBackend(httpcore.SyncBackend):
-    """httpcore's sockets, opened to an address the policy allows (TLS still checks the name)."""
+class _PolicyBackend(CheckedBackend):
+    """Connections to the addresses a harvest's policy allows, paced if asked."""
 
     def __init__(self, policy: AddressPolicy, pace: Callable[[], Pace] | None) -> None:
         self.policy = policy
         self.pace = pace
 
-    def connect_tcp(self, *args: Any, **kwargs: Any) -> httpcore.NetworkStream:
-        stream = self._connect_allowed(*args, **kwargs)
-        return PacedStream(stream, self.pace()) if self.pace else stream
-
-    def _connect_allowed(
-        self, host: str, port: int, timeout: float | None = None, *args: Any, **kwargs: Any
-    ) -> httpcore.NetworkStream:
+    def addresses(self, host: str, port: int) -> list[str]:
         try:
-            addresses = self.policy.addresses(host, port)
+            return self.policy.addresses(host, port)
         except OSError as error:
             raise httpcore.ConnectError(str(error)) from error
-        for address in addresses[:-1]:
-            try:
-                return super().connect_tcp(address, port, timeout, *args, **kwargs)
-            except httpcore.ConnectError:
-                continue
-        return super().connect_tcp(addresses[-1], port, timeout, *args, **kwargs)
+
+    def wrap(self, stream: httpcore.NetworkStream) -> httpcore.NetworkStream:
+        return PacedStream(stream, self.pace()) if self.pace else stream
 
 
-def _known(host: str) -> list[str]:
-    """The host's addresses now; none when it cannot be resolved (it is then not trusted)."""
+def _named(host: str) -> list[IPNetwork]:
+    """What naming `host` in the config opens: an address written out, or this machine.
+
+    Any other name is answered by DNS that the source may control (a source
+    whose name resolves to 169.254.169.254 too), so it opens nothing.
+    """
+    if host == "localhost":
+        return [ipaddress.ip_network("127.0.0.0/8"), ipaddress.ip_network("::1/128")]
     try:
-        return _resolve(host, 0)
-    except OSError:
+        return [ipaddress.ip_network(parse_address(host.strip("[]")))]
+    except ValueError:
         return []
 
 

@@ -35,9 +35,10 @@ List, or a `source_url` from which the harvester discovers it::
         # scheme and port only. Default: the origin (scheme, host, port) of the URL
         # given above, its subdomains, and for http on port 80 also https on port 443.
     allowed_networks: [10.0.0.0/8]     # private addresses we may connect to. Default: none
-        # but those the allowed_hosts resolve to at start (a source on localhost works;
-        # a subdomain of it pointing at 169.254.169.254 does not). Hubs included. With a
-        # proxy set in the environment, the proxy connects and these go unchecked.
+        # but addresses written out in the URL or allowed_hosts, and loopback for
+        # `localhost` (a name's DNS answer opens nothing: the source controls it).
+        # Hubs included. With a proxy in the environment the proxy connects, and
+        # neither these nor min_rate apply.
 
 Unknown keys are errors, so a typo never silently falls back to a default.
 """
@@ -176,7 +177,7 @@ def config_from_mapping(data: dict[str, Any], *, base_dir: Path) -> HarvestConfi
         hash_algorithms=_hash_algorithms(data),
         concurrency=_integer(data, "concurrency", 4, minimum=1, maximum=64),
         timeout=_number(data, "timeout", 30.0),
-        min_rate=_number(data, "min_rate", 1024.0, allow_zero=True),
+        min_rate=_number(data, "min_rate", 1024.0, allow_zero=True, unit="bytes a second"),
         retries=_integer(data, "retries", 3, minimum=0, maximum=20),
         backoff=_number(data, "backoff", 0.5, allow_zero=True),
         max_document_bytes=_integer(data, "max_document_bytes", DEFAULT_MAX_BYTES, minimum=1),
@@ -267,10 +268,17 @@ def _integer(
     return value
 
 
-def _number(data: dict[str, Any], key: str, default: float, *, allow_zero: bool = False) -> float:
+def _number(
+    data: dict[str, Any],
+    key: str,
+    default: float,
+    *,
+    allow_zero: bool = False,
+    unit: str = "seconds",
+) -> float:
     value = data.get(key, default)
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ConfigError(key, f"must be a number of seconds, got {value!r}")
+        raise ConfigError(key, f"must be a number of {unit}, got {value!r}")
     if value < 0 or (value == 0 and not allow_zero):
         raise ConfigError(key, f"must be positive, got {value}")
     return float(value)

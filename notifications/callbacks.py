@@ -1,9 +1,9 @@
 """Requests to subscribers' callbacks that cannot be turned against the portal's network.
 
 Only http(s); the host is resolved and every address it resolves to must be
-public (or in ALLOWED_CALLBACK_NETWORKS), checked again before every request;
-the request then goes to the checked address itself (Host header and TLS
-server name kept), so a DNS answer that changes in between changes nothing.
+public (or in ALLOWED_CALLBACK_NETWORKS), checked before every request and
+again as a connection opens, which then goes to the checked address itself:
+a DNS answer that changes in between changes nothing.
 Redirects are not followed, at most MAX_RESPONSE_BYTES of an answer are read,
 and the answer must arrive within CALLBACK_TIMEOUT of the request, however it trickles.
 """
@@ -15,7 +15,6 @@ import os
 import socket
 import time
 from dataclasses import dataclass
-from typing import Any
 from urllib.parse import urlencode, urlsplit, urlunsplit
 
 import httpcore
@@ -23,7 +22,7 @@ import httpx
 from django.core.cache import cache
 
 from resourcesync_portal.addresses import address_allowed, parse_address
-from resourcesync_portal.streams import StreamWrapper, transport_with_backend
+from resourcesync_portal.streams import CheckedBackend, StreamWrapper, transport_with_backend
 
 from .conf import notification_settings
 
@@ -57,6 +56,14 @@ def resolve_callback(url: str) -> tuple[str, int, list[str]]:
         raise CallbackRefused("the callback has no host")
     try:
         port = parts.port or DEFAULT_PORTS[parts.scheme]
+    except ValueError as error:
+        raise CallbackRefused(f"the callback's port is not a port: {error}") from error
+    return host, port, checked_addresses(host, port)
+
+
+def checked_addresses(host: str, port: int) -> list[str]:
+    """The host's addresses now; CallbackRefused unless every one is allowed."""
+    try:
         found = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except (ValueError, OSError) as error:
         raise CallbackRefused(f"the callback's host cannot be resolved: {error}") from error
@@ -68,7 +75,7 @@ def resolve_callback(url: str) -> tuple[str, int, list[str]]:
                 f"the callback's host resolves to {address}, a private, loopback, "
                 "link-local or reserved address"
             )
-    return host, port, addresses
+    return addresses
 
 
 def with_query(url: str, params: dict[str, str]) -> str:
@@ -122,9 +129,18 @@ class AnswerDeadline(StreamWrapper):
         return self.stream.read(max_bytes, left if timeout is None else min(timeout, left))
 
 
-class _DeadlineBackend(httpcore.SyncBackend):
-    def connect_tcp(self, *args: Any, **kwargs: Any) -> httpcore.NetworkStream:
-        stream = super().connect_tcp(*args, **kwargs)
+class _CallbackBackend(CheckedBackend):
+    """Connections to addresses checked as they open, reading under a deadline.
+
+    Pinning here rather than in the URL keeps the pool's connections apart per
+    host name: one opened (and its TLS certificate checked) for one callback is
+    never reused for another callback that shares its address.
+    """
+
+    def addresses(self, host: str, port: int) -> list[str]:
+        return checked_addresses(host, port)
+
+    def wrap(self, stream: httpcore.NetworkStream) -> httpcore.NetworkStream:
         return AnswerDeadline(stream, notification_settings().CALLBACK_TIMEOUT)
 
 
@@ -134,7 +150,7 @@ def shared_client() -> httpx.Client:
     client = _clients.get(os.getpid())
     if client is None:
         limits = httpx.Limits(max_connections=64, max_keepalive_connections=32)
-        transport = transport_with_backend(_DeadlineBackend(), limits)
+        transport = transport_with_backend(_CallbackBackend(), limits)
         client = httpx.Client(follow_redirects=False, trust_env=False, transport=transport)
         _clients.clear()
         _clients[os.getpid()] = client
@@ -144,26 +160,15 @@ def shared_client() -> httpx.Client:
 def send(
     method: str, url: str, *, content: bytes = b"", headers: dict[str, str] | None = None
 ) -> CallbackResponse:
-    """One request to a callback, pinned to an address checked just now."""
+    """One request to a callback checked just now (and its connection when it opens)."""
     config = notification_settings()
-    host, port, addresses = resolve_callback(url)
-    parts = urlsplit(url)
-    address = addresses[0]
-    literal = f"[{address}]" if ":" in address else address
-    pinned = urlunsplit(parts._replace(netloc=f"{literal}:{port}"))
-    request_headers = {
-        "Host": parts.netloc,
-        "Accept-Encoding": "identity",
-        **(headers or {}),
-    }
-    extensions = {"sni_hostname": host} if parts.scheme == "https" else {}
+    resolve_callback(url)
     client = shared_client()
     request = client.build_request(
         method,
-        pinned,
+        url,
         content=content,
-        headers=request_headers,
-        extensions=extensions,
+        headers={"Accept-Encoding": "identity", **(headers or {})},
         timeout=config.CALLBACK_TIMEOUT,
     )
     response = client.send(request, stream=True)

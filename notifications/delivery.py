@@ -102,6 +102,7 @@ def claim(ids: list[int] | None, now: datetime) -> list[Delivery]:
             "notification__resource_set__provider",
             "subscription__resource_set",
             "subscription__token__user",
+            "subscription__token__provider",
         )
         .order_by("pk")
     )
@@ -110,12 +111,14 @@ def claim(ids: list[int] | None, now: datetime) -> list[Delivery]:
 def batch_seconds(rows: int) -> float:
     """The longest a batch of `rows` can take, and a minute more: no claim ends before it.
 
-    Each request takes at most CALLBACK_TIMEOUT to connect and as long for the
-    answer (callbacks.AnswerDeadline); DELIVERY_CONCURRENCY are sent at once.
+    Each request waits at most CALLBACK_TIMEOUT for a pooled connection, as
+    long to connect, as long for the TLS handshake and as long for the answer
+    (callbacks.AnswerDeadline); DELIVERY_CONCURRENCY are sent at once. The
+    minute covers the resolver, whose own timeouts bound it.
     """
     config = notification_settings()
     rounds = math.ceil(rows / config.DELIVERY_CONCURRENCY)
-    return rounds * 2 * config.CALLBACK_TIMEOUT + 60
+    return rounds * 4 * config.CALLBACK_TIMEOUT + 60
 
 
 def request_headers(delivery: Delivery) -> dict[str, str]:

@@ -42,7 +42,7 @@ def subscribers(resource_set: ResourceSet, kind: str, now: datetime) -> list[Sub
         kind=kind,
         state=Subscription.State.ACTIVE,
         expires_at__gt=now,
-    ).select_related("resource_set", "token__user")
+    ).select_related("resource_set", "token__user", "token__provider")
     return [subscription for subscription in active if subscription.may_receive()]
 
 

@@ -295,8 +295,20 @@ class ApiToken(models.Model):
     def is_staff(self) -> bool:
         return self.user is not None and self.user.is_staff
 
-    def can_reach(self, resource_set: ResourceSet) -> bool:
-        """Provider tokens reach their own sets; staff tokens reach all."""
+    @property
+    def in_force(self) -> bool:
+        """Not revoked, and its user and provider still active."""
         if self.revoked:
+            return False
+        if self.user is not None and not self.user.is_active:
+            return False
+        return self.provider is None or self.provider.active
+
+    def can_reach(self, resource_set: ResourceSet) -> bool:
+        """Provider tokens reach their own sets; staff tokens reach all; none once out of force.
+
+        Checked again for what a token was kept for (a hub subscription), not only per request.
+        """
+        if not self.in_force:
             return False
         return self.is_staff or self.provider_id == resource_set.provider_id

@@ -4,6 +4,19 @@ import django.db.models.deletion
 from django.db import migrations, models
 
 
+TOKENLESS_REASON = (
+    "subscribed before the hub kept tokens: subscribe again with a token that reaches the set"
+)
+
+
+def mark_tokenless_protected_subscriptions(apps, schema_editor):
+    """They would be skipped from now on without a trace; say so where the admin shows it."""
+    Subscription = apps.get_model("notifications", "Subscription")
+    Subscription.objects.filter(resource_set__protected=True, token__isnull=True).update(
+        state="failing", last_error=TOKENLESS_REASON
+    )
+
+
 class Migration(migrations.Migration):
     dependencies = [
         ("notifications", "0001_initial"),
@@ -34,4 +47,5 @@ class Migration(migrations.Migration):
                 to="sources.apitoken",
             ),
         ),
+        migrations.RunPython(mark_tokenless_protected_subscriptions, migrations.RunPython.noop),
     ]

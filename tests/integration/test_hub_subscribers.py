@@ -98,8 +98,8 @@ def test_a_claim_lasts_as_long_as_its_batch_can_take(
     claimed = delivery.claim(None, now)
 
     assert len(claimed) == 8
-    # one at a time, each up to 5 s to connect and 5 s to answer
-    assert all(row.claimed_until >= now + timedelta(seconds=8 * 10) for row in claimed)
+    # one at a time, each up to 5 s for a pooled connection, to connect, to shake hands, to answer
+    assert all(row.claimed_until >= now + timedelta(seconds=8 * 20) for row in claimed)
 
 
 def protected_subscription(client, capture, subscriber, *, protected: bool = True):
@@ -171,3 +171,97 @@ def test_a_token_that_still_reaches_the_set_keeps_its_deliveries(
     created(resource_set, 1, start=1)
     assert len(subscriber.wait_for(2)) == 2
     assert Subscription.objects.get().token == token
+
+
+def test_a_deactivated_staff_users_token_stops_its_deliveries(
+    client, django_capture_on_commit_callbacks, db, subscriber, django_user_model
+) -> None:
+    resource_set = make_set(slug="private", protected=True, publish_notifications=True)
+    staff = django_user_model.objects.create_user("ops", is_staff=True)
+    key = ApiToken.issue(user=staff)[1]
+    subscribe(client, django_capture_on_commit_callbacks, resource_set, subscriber, token=key)
+    created(resource_set, 1)
+    assert len(subscriber.wait_for(1)) == 1
+    staff.is_active = False
+    staff.save()
+
+    created(resource_set, 1, start=1)
+
+    assert len(subscriber.received) == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_migrating_marks_protected_subscriptions_without_a_token_failing() -> None:
+    """Otherwise they would be skipped from then on, with nothing saying why."""
+    from django.db import connection
+    from django.db.migrations.executor import MigrationExecutor
+    from django.utils import timezone
+
+    before, after = (
+        [("notifications", "0001_initial")],
+        [("notifications", "0002_subscription_token")],
+    )
+    executor = MigrationExecutor(connection)
+    executor.migrate(before)
+    old = executor.loader.project_state(before).apps
+    provider = old.get_model("sources", "DataProvider").objects.create(slug="p", name="P")
+    sets = old.get_model("sources", "ResourceSet")
+    subscriptions = old.get_model("notifications", "Subscription")
+    for slug, protected in (("open", False), ("closed", True)):
+        subscriptions.objects.create(
+            resource_set=sets.objects.create(provider=provider, slug=slug, protected=protected),
+            kind="change",
+            callback=f"https://subscriber.example.org/{slug}",
+            lease_seconds=3600,
+            expires_at=timezone.now() + timedelta(hours=1),
+        )
+
+    MigrationExecutor(connection).migrate(after)
+
+    states = dict(Subscription.objects.values_list("resource_set__slug", "state"))
+    assert states == {"open": "active", "closed": "failing"}
+    assert "subscribe again" in Subscription.objects.get(state="failing").last_error
+
+
+def test_a_connection_is_never_shared_between_two_callbacks_on_one_address(
+    monkeypatch, settings
+) -> None:
+    """Pinned in the URL, a connection (and the certificate it checked) went to the next host."""
+    settings.RESOURCESYNC_NOTIFICATIONS = {
+        **settings.RESOURCESYNC_NOTIFICATIONS,
+        "ALLOWED_CALLBACK_NETWORKS": ["127.0.0.0/8"],
+    }
+    resolve = socket.getaddrinfo
+    names = {"one.example": "127.0.0.1", "two.example": "127.0.0.1"}
+    monkeypatch.setattr(
+        socket, "getaddrinfo", lambda host, *a, **k: resolve(names.get(host, host), *a, **k)
+    )
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    hosts: list[list[str]] = []
+
+    def talk(sock: socket.socket, seen: list[str]) -> None:
+        with sock, sock.makefile("rb") as reader:
+            while reader.readline():
+                while (header := reader.readline()) not in (b"\r\n", b""):
+                    if header.lower().startswith(b"host:"):
+                        seen.append(header.split(b":")[1].strip().decode())
+                sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+
+    def serve() -> None:
+        while True:
+            try:
+                sock, _ = listener.accept()
+            except OSError:
+                return
+            hosts.append([])
+            threading.Thread(target=talk, args=(sock, hosts[-1]), daemon=True).start()
+
+    threading.Thread(target=serve, daemon=True).start()
+    try:
+        for host in ("one.example", "two.example", "one.example"):
+            assert callbacks.send("POST", f"http://{host}:{port}/cb").ok
+    finally:
+        listener.close()
+
+    assert sorted(hosts) == [["one.example"] * 2, ["two.example"]]

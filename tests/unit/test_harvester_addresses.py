@@ -107,12 +107,31 @@ def test_allowed_networks_open_a_private_address(internal) -> None:
     assert internal.paths == ["/resourcelist.xml"] * 2  # type: ignore[attr-defined]
 
 
-def test_a_host_named_in_the_config_is_trusted_wherever_it_points(internal, names) -> None:
-    """A source on the local network is harvested as configured."""
+def test_the_sources_own_name_pointing_at_a_private_address_opens_nothing(internal, names) -> None:
+    """The source controls its name's DNS answer too: it is no proof of a trusted address."""
     names["source.test"] = "127.0.0.2"
     port = internal.server_port
-    with client(port) as harvest:
-        assert harvest.fetch_document(f"http://source.test:{port}/x.xml").startswith(b"<urlset")
+    with client(port) as harvest, pytest.raises(FetchError, match="allowed_networks"):
+        harvest.fetch_document(f"http://source.test:{port}/x.xml")
+
+    assert internal.paths == []  # type: ignore[attr-defined]
+
+
+def test_an_address_written_out_in_the_config_is_trusted(internal) -> None:
+    """A source on the local network, named by its address, is harvested as configured."""
+    port = internal.server_port
+    config = config_for(port, capability_list_url=f"http://127.0.0.2:{port}/capabilitylist.xml")
+    with HarvestClient(config, sleep=lambda _: None) as harvest:
+        assert harvest.fetch_document(f"http://127.0.0.2:{port}/x.xml").startswith(b"<urlset")
+
+
+def test_localhost_stands_for_loopback(monkeypatch) -> None:
+    answer = [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("127.0.0.1", 80))]
+    monkeypatch.setattr(socket, "getaddrinfo", lambda *args, **kwargs: answer)
+
+    assert AddressPolicy.trusting(["localhost"]).addresses("localhost", 80) == ["127.0.0.1"]
+    with pytest.raises(AddressRefused):
+        AddressPolicy.trusting(["source.test"]).addresses("source.test", 80)
 
 
 def test_a_hub_at_a_private_address_is_not_asked(internal) -> None:
@@ -168,6 +187,15 @@ def test_an_ipv4_mapped_address_is_judged_as_the_ipv4_address_it_carries(monkeyp
     with pytest.raises(AddressRefused):
         AddressPolicy().addresses("evil.example", 80)
     assert AddressPolicy((ipaddress.ip_network("169.254.0.0/16"),)).addresses("evil.example", 80)
+
+
+def test_a_host_name_no_resolver_takes_fails_that_get_and_only_that(internal) -> None:
+    """A 64-character label (allowed: a subdomain of the source) crashed the harvest."""
+    url = f"http://{'a' * 64}.source.test:{internal.server_port}/x"
+    with client(internal.server_port) as harvest:
+        for fetch in (harvest.fetch_document, lambda url: harvest.fetch(url, read)):
+            with pytest.raises(FetchError, match="not a host name"):
+                fetch(url)
 
 
 def test_allowed_networks_must_be_networks() -> None:
