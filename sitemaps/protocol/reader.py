@@ -9,7 +9,11 @@ safe by construction, because documents come from other people's servers:
 * a document with a DOCTYPE or entity declarations is refused outright, which
   rules out XXE and "billion laughs" whatever the parser would do with them;
 * lxml runs with entity resolution, DTD loading and network access off and
-  its huge-tree limits on.
+  its huge-tree limits on;
+* what is held while reading stays small whatever the document's shape: each
+  entry is released once read, an element under the root may hold at most
+  `MAX_ENTRY_ELEMENTS`, and markup may run at most `MAX_BYTES_WITHOUT_END` before
+  an element ends (libxml2 builds a start tag's attributes all at once).
 
 Datetimes are W3C Datetimes (https://www.w3.org/TR/NOTE-datetime) returned as
 aware UTC values; a time without a zone is an error. Unknown elements and
@@ -19,7 +23,7 @@ attributes are ignored, as the spec asks of destinations.
 from __future__ import annotations
 
 import datetime as dt
-import io
+import itertools
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -31,6 +35,16 @@ from sitemaps.protocol.constants import RS_NS, SITEMAP_NS, ChangeType
 
 #: Refuse documents larger than this; sitemaps.org allows 50 MB uncompressed.
 DEFAULT_MAX_BYTES = 60 * 1024 * 1024
+#: Elements an entry (or any element under the root) may hold, and root links a
+#: document may carry. The portal takes at most 100 links per event, written beside
+#: <loc>, <lastmod> and <rs:md>; ten times that is room for other producers.
+MAX_ENTRY_ELEMENTS = 1_000
+#: Bytes the parser may read with no element ending (counted in chunks of
+#: `_CHUNK_BYTES`). No start tag or text of a real document (URLs, digests, dates)
+#: comes near it; libxml2 takes about 30 bytes per byte of a start tag full of
+#: attributes.
+MAX_BYTES_WITHOUT_END = 1024 * 1024
+_CHUNK_BYTES = 64 * 1024
 
 CHANGE_TYPES = frozenset(ChangeType)
 
@@ -134,7 +148,7 @@ def parse_document(source: bytes | IO[bytes], *, max_bytes: int = DEFAULT_MAX_BY
                 f"document contains {declaration.decode()}; DTDs and entities are refused"
             )
     try:
-        return _parse_events(_iter_events(data))
+        return _parse_events(top_level_elements(data))
     except etree.XMLSyntaxError as error:
         raise ResourceSyncParseError(f"not well-formed XML: {error}") from error
 
@@ -196,10 +210,42 @@ def _read_limited(source: bytes | IO[bytes], max_bytes: int) -> bytes:
     return data
 
 
-def _iter_events(data: bytes) -> Iterator[etree._Element]:
-    """Yield each element as it ends; refuse the document at once if it has a DTD."""
-    elements = etree.iterparse(
-        io.BytesIO(data),
+def top_level_elements(data: bytes, *, max_elements: int | None = None) -> Iterator[etree._Element]:
+    """The root first, then each element under it as it ends; bounded whatever the shape.
+
+    Refuses a DOCTYPE, a root other than urlset or sitemapindex, markup that runs
+    on without an element ending, an element under the root holding more than
+    `MAX_ENTRY_ELEMENTS`, and (for a caller keeping the tree) more than
+    `max_elements` in all. XMLSyntaxError is left to the caller.
+    """
+    elements = _ended_elements(data)
+    first = next(elements, None)
+    if first is None:
+        return
+    root = _checked_root(first)
+    yield root
+    held = nested = 0
+    for element in itertools.chain((first,), elements):
+        parent = element.getparent()
+        if parent is not root and parent is not None:
+            nested += 1
+            if nested > MAX_ENTRY_ELEMENTS:
+                raise ResourceSyncParseError(
+                    f"an element under the root holds more than {MAX_ENTRY_ELEMENTS} elements; "
+                    "no real entry has that many"
+                )
+            continue
+        held += nested + 1
+        if max_elements is not None and held > max_elements:
+            raise ResourceSyncParseError(f"the document holds more than {max_elements} elements")
+        nested = 0
+        if parent is not None:
+            yield element
+
+
+def _ended_elements(data: bytes) -> Iterator[etree._Element]:
+    """Each element as it ends, fed in chunks so a tag that never ends is refused early."""
+    parser = etree.XMLPullParser(
         events=("end",),
         resolve_entities=False,
         no_network=True,
@@ -208,35 +254,36 @@ def _iter_events(data: bytes) -> Iterator[etree._Element]:
         remove_comments=True,
         remove_pis=True,
     )
-    checked = False
-    for _, element in elements:
-        if not checked:
-            # The prolog is parsed by now; this covers encodings the byte scan
-            # cannot see (UTF-16 and the like).
-            docinfo = element.getroottree().docinfo
-            if docinfo.doctype or docinfo.internalDTD is not None:
-                raise ResourceSyncParseError("document has a DOCTYPE; DTDs are refused")
-            checked = True
+    without_end = 0
+    for start in range(0, len(data), _CHUNK_BYTES):
+        parser.feed(data[start : start + _CHUNK_BYTES])
+        element = None
+        for _, element in parser.read_events():
+            yield element
+        without_end = 0 if element is not None else without_end + _CHUNK_BYTES
+        if without_end > MAX_BYTES_WITHOUT_END:
+            raise ResourceSyncParseError(
+                f"no element ends within {MAX_BYTES_WITHOUT_END} bytes; "
+                "no real tag or text is that long"
+            )
+    parser.close()
+    for _, element in parser.read_events():
         yield element
 
 
 def _parse_events(elements: Iterator[etree._Element]) -> Document:
-    root: etree._Element | None = None
-    entry_tag = ""
+    root = next(elements, None)
+    if root is None:
+        raise ResourceSyncParseError("document has no root element")
+    entry_tag = _SITEMAP if root.tag == _SITEMAPINDEX else _URL
     header = _Header()
     entries: list[ParsedEntry] = []
     for element in elements:
-        if root is None:
-            root, entry_tag = _checked_root(element)
-        if element.getparent() is not root:
-            continue
         if element.tag == entry_tag:
             entries.append(_entry(element))
         elif element.tag in (_MD, _LN):
             header.add(element, after_entries=bool(entries))
         _release(element, root)
-    if root is None:
-        raise ResourceSyncParseError("document has no root element")
     md = header.md
     if md is None or not md.get("capability"):
         raise ResourceSyncParseError("the root <rs:md> with a capability is missing")
@@ -252,14 +299,18 @@ def _parse_events(elements: Iterator[etree._Element]) -> Document:
     )
 
 
-def _checked_root(element: etree._Element) -> tuple[etree._Element, str]:
-    """The document's root and the tag of its entries; only sitemaps.org roots pass."""
-    root = element.getroottree().getroot()
+def _checked_root(element: etree._Element) -> etree._Element:
+    """The document's root, if its prolog has no DTD and it is a sitemaps.org root."""
+    tree = element.getroottree()
+    # This covers encodings the byte scan cannot see (UTF-16 and the like).
+    if tree.docinfo.doctype or tree.docinfo.internalDTD is not None:
+        raise ResourceSyncParseError("document has a DOCTYPE; DTDs are refused")
+    root = tree.getroot()
     if root.tag not in (_URLSET, _SITEMAPINDEX):
         raise ResourceSyncParseError(
             f"root element is {root.tag}, not a sitemaps.org urlset or sitemapindex"
         )
-    return root, _SITEMAP if root.tag == _SITEMAPINDEX else _URL
+    return root
 
 
 @dataclass
@@ -273,11 +324,15 @@ class _Header:
         if after_entries:
             raise ResourceSyncParseError("root <rs:md> and <rs:ln> must precede the entries")
         if element.tag == _LN:
+            if len(self.links) == MAX_ENTRY_ELEMENTS:
+                raise ResourceSyncParseError(
+                    f"the document has more than {MAX_ENTRY_ELEMENTS} root <rs:ln>"
+                )
             self.links.append(_link(element))
         elif self.md is not None:
             raise ResourceSyncParseError("the document has more than one root <rs:md>")
         else:
-            self.md = dict(element.attrib)
+            self.md = dict(element.items())
 
 
 def _release(element: etree._Element, root: etree._Element) -> None:
@@ -312,7 +367,7 @@ def _entry(element: etree._Element) -> ParsedEntry:
     loc = (single[_LOC].text or "").strip() if _LOC in single else ""
     if not loc:
         raise ResourceSyncParseError("an entry needs one non-empty <loc>")
-    md: dict[str, str] = dict(single[_MD].attrib) if _MD in single else {}
+    md: dict[str, str] = dict(single[_MD].items()) if _MD in single else {}
     change = md.get("change")
     if change is not None and change not in CHANGE_TYPES:
         raise ResourceSyncParseError(f"{loc}: unknown change type {change!r}")
@@ -341,7 +396,7 @@ def _entry(element: etree._Element) -> ParsedEntry:
 
 
 def _link(element: etree._Element) -> ParsedLink:
-    attributes: dict[str, str] = dict(element.attrib)
+    attributes: dict[str, str] = dict(element.items())
     rel = attributes.get("rel", "").strip()
     href = attributes.get("href", "").strip()
     if not rel or not href:

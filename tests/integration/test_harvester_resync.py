@@ -808,6 +808,33 @@ def test_oversized_document_is_refused(source: Source, destination: Path) -> Non
         run_harvest(make_config(source, destination, max_document_bytes=2048), Mode.BASELINE)
 
 
+def test_an_index_part_with_an_entry_larger_than_any_real_one_fails_alone(
+    source: Source, destination: Path
+) -> None:
+    parts = []
+    for part in ("a", "b"):
+        listing = ResourceList()
+        listing.md_at = AT
+        listing.add([source.resource(f"{part}/{n}.txt", b"item") for n in range(2)])
+        parts.append(source.publish(f"part-{part}.xml", listing.as_xml()))
+    hostile = source.root / "part-b.xml"
+    hostile.write_bytes(hostile.read_bytes().replace(b"<url>", b"<url>" + b"<x/>" * 1000, 1))
+    index = "".join(f"<sitemap><loc>{part}</loc></sitemap>" for part in parts)
+    source.publish(
+        "resourcelist.xml",
+        '<sitemapindex xmlns="http://www.sitemaps.org/schemas/sitemap/0.9" '
+        'xmlns:rs="http://www.openarchives.org/rs/terms/">'
+        f'<rs:md capability="resourcelist" at="{AT}"/>{index}</sitemapindex>',
+    )
+    source.capability_list(resourcelist=source.url("resourcelist.xml"))
+
+    report = run_harvest(make_config(source, destination), Mode.BASELINE)
+
+    assert (report.downloaded, report.failed) == (2, 1)
+    assert [f.uri for f in report.failures] == [parts[1]]
+    assert "more than 1000 elements" in report.failures[0].reason
+
+
 def test_server_errors_are_retried(source: Source, destination: Path) -> None:
     source.planned_errors["res/a"] = [503, 500]
 

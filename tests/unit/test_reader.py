@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 
 from sitemaps.protocol.reader import (
+    MAX_BYTES_WITHOUT_END,
+    MAX_ENTRY_ELEMENTS,
     Document,
     ResourceSyncParseError,
     parse_datetime,
@@ -291,6 +293,58 @@ def document(entry: str, md: str = 'capability="resourcelist" at="2024-01-01T00:
 def test_invalid_documents_are_refused(data: bytes, message: str) -> None:
     with pytest.raises(ResourceSyncParseError, match=message):
         parse_document(data)
+
+
+LINK = "<rs:ln rel='alternate' href='y'/>"
+
+
+@pytest.mark.parametrize(
+    "entries",
+    [
+        "<url><loc>x</loc>" + "<x/>" * MAX_ENTRY_ELEMENTS + "</url>",
+        "<url><loc>x</loc>" + "<x/>text" * MAX_ENTRY_ELEMENTS + "</url>",
+        "<url><loc>x</loc><x>" + "<y/>" * MAX_ENTRY_ELEMENTS + "</x></url>",
+        "<url><loc>x</loc>" + ("<x>" * 200 + "</x>" * 200) * 5 + "</url>",
+        "<url><loc>x</loc>" + LINK * MAX_ENTRY_ELEMENTS + "</url>",
+        "<other>" + "<x/>" * (MAX_ENTRY_ELEMENTS + 1) + "</other>",
+    ],
+    ids=["children", "children-and-text", "grandchildren", "deep", "links", "not-an-entry"],
+)
+def test_an_element_under_the_root_holding_more_than_any_entry_does_is_refused(
+    entries: str,
+) -> None:
+    with pytest.raises(ResourceSyncParseError, match=f"more than {MAX_ENTRY_ELEMENTS} elements"):
+        parse_document(document(entries))
+
+
+def test_an_entry_at_the_element_limit_is_read() -> None:
+    entry = "<url><loc>x</loc>" + LINK * (MAX_ENTRY_ELEMENTS - 1) + "</url>"
+
+    entries = parse_document(document(entry * 2)).entries
+
+    assert [len(parsed.links) for parsed in entries] == [MAX_ENTRY_ELEMENTS - 1] * 2
+
+
+def test_a_root_with_more_links_than_an_entry_may_hold_is_refused() -> None:
+    data = document(LINK * (MAX_ENTRY_ELEMENTS + 1))
+
+    with pytest.raises(ResourceSyncParseError, match=f"more than {MAX_ENTRY_ELEMENTS} root"):
+        parse_document(data)
+
+
+@pytest.mark.parametrize(
+    "entry",
+    [
+        "<url><loc>x</loc><x"
+        + "".join(f' a{n}=""' for n in range(MAX_BYTES_WITHOUT_END // 5))
+        + "/>",
+        "<url><loc>x" + "y" * 2 * MAX_BYTES_WITHOUT_END + "</loc>",
+    ],
+    ids=["start-tag", "text"],
+)
+def test_markup_running_on_without_an_element_ending_is_refused(entry: str) -> None:
+    with pytest.raises(ResourceSyncParseError, match=f"{MAX_BYTES_WITHOUT_END} bytes"):
+        parse_document(document(entry + "</url>"))
 
 
 def test_unknown_elements_and_attributes_are_ignored() -> None:

@@ -13,7 +13,9 @@ import hashlib
 import httpx
 import pytest
 
+from sitemaps.protocol.reader import MAX_ENTRY_ELEMENTS
 from validator import Report, validate_source
+from validator import parsing as parsing_module
 from validator import rules as rules_module
 from validator.problems import SHOWN_PER_KIND
 
@@ -559,6 +561,24 @@ def test_a_document_that_is_not_xml_or_not_a_sitemap() -> None:
         "root element is html, not a sitemaps.org urlset or sitemapindex"
     ]
     assert report.messages(CL2)[0].startswith("not well-formed XML")
+
+
+def test_an_entry_holding_more_elements_than_any_real_one_is_not_read() -> None:
+    server = broken(RL, "<url><loc>", "<url>" + "<x/>" * MAX_ENTRY_ELEMENTS + "<loc>")
+
+    (message,) = validate(server).messages(RL)
+
+    assert f"more than {MAX_ENTRY_ELEMENTS} elements" in message
+
+
+def test_a_document_of_more_elements_than_the_validator_holds_is_not_read(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(parsing_module, "MAX_ELEMENTS", 5)
+
+    report = validate(Server(clean_source()), start=RL)
+
+    assert report.messages(RL) == ["the document holds more than 5 elements"]
 
 
 def test_a_capability_list_as_an_index_and_nested_indexes() -> None:
