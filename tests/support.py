@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import hashlib
+import socket
+import threading
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -103,3 +106,23 @@ def assert_valid(content: bytes) -> etree._Element:
         _schemas[name] = etree.XMLSchema(etree.parse(f"{XSD_DIR}/{name}"))
     _schemas[name].assertValid(root)
     return root
+
+
+def accept_forever(talk: Callable[[socket.socket], None]) -> socket.socket:
+    """A listener on 127.0.0.1 whose every connection `talk` handles in a thread of its own.
+
+    For servers that misbehave on purpose (trickling, counting connections);
+    closing the listener ends the accepting thread.
+    """
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def serve() -> None:
+        while True:
+            try:
+                sock, _ = listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=talk, args=(sock,), daemon=True).start()
+
+    threading.Thread(target=serve, daemon=True).start()
+    return listener

@@ -14,7 +14,7 @@ import pytest
 from notifications import callbacks, delivery
 from notifications.models import Delivery, Subscription
 from sources.models import ApiToken
-from tests.support import created, make_set
+from tests.support import accept_forever, created, make_set
 from tests.websub_subscriber import Subscriber
 
 from .test_notifications import SECRET, subscribe
@@ -32,7 +32,6 @@ def subscriber() -> Iterator[Subscriber]:
 @pytest.fixture
 def trickler() -> Iterator[str]:
     """A callback that answers 200 with a 100 kB body, one byte every 0.2 s."""
-    listener = socket.create_server(("127.0.0.1", 0))
 
     def answer(sock: socket.socket) -> None:
         with sock:
@@ -45,15 +44,7 @@ def trickler() -> Iterator[str]:
             except OSError:
                 return
 
-    def serve() -> None:
-        while True:
-            try:
-                sock, _ = listener.accept()
-            except OSError:
-                return
-            threading.Thread(target=answer, args=(sock,), daemon=True).start()
-
-    threading.Thread(target=serve, daemon=True).start()
+    listener = accept_forever(answer)
     yield f"http://127.0.0.1:{listener.getsockname()[1]}/callback"
     listener.close()
 
@@ -102,9 +93,11 @@ def test_a_claim_lasts_as_long_as_its_batch_can_take(
     assert all(row.claimed_until >= now + timedelta(seconds=8 * 20) for row in claimed)
 
 
-def protected_subscription(client, capture, subscriber, *, protected: bool = True):
-    resource_set = make_set(slug="private", protected=protected, publish_notifications=True)
-    token, key = ApiToken.issue(provider=resource_set.provider)
+def protected_subscription(client, capture, subscriber, *, user=None):
+    """A protected set, and a subscriber to it with its provider's token (or `user`'s)."""
+    resource_set = make_set(slug="private", protected=True, publish_notifications=True)
+    owner = {"user": user} if user else {"provider": resource_set.provider}
+    token, key = ApiToken.issue(**owner)
     response = subscribe(client, capture, resource_set, subscriber, token=key)
     assert response.status_code == 202
     created(resource_set, 1)
@@ -176,12 +169,10 @@ def test_a_token_that_still_reaches_the_set_keeps_its_deliveries(
 def test_a_deactivated_staff_users_token_stops_its_deliveries(
     client, django_capture_on_commit_callbacks, db, subscriber, django_user_model
 ) -> None:
-    resource_set = make_set(slug="private", protected=True, publish_notifications=True)
     staff = django_user_model.objects.create_user("ops", is_staff=True)
-    key = ApiToken.issue(user=staff)[1]
-    subscribe(client, django_capture_on_commit_callbacks, resource_set, subscriber, token=key)
-    created(resource_set, 1)
-    assert len(subscriber.wait_for(1)) == 1
+    resource_set, _ = protected_subscription(
+        client, django_capture_on_commit_callbacks, subscriber, user=staff
+    )
     staff.is_active = False
     staff.save()
 
@@ -236,11 +227,11 @@ def test_a_connection_is_never_shared_between_two_callbacks_on_one_address(
     monkeypatch.setattr(
         socket, "getaddrinfo", lambda host, *a, **k: resolve(names.get(host, host), *a, **k)
     )
-    listener = socket.create_server(("127.0.0.1", 0))
-    port = listener.getsockname()[1]
     hosts: list[list[str]] = []
 
-    def talk(sock: socket.socket, seen: list[str]) -> None:
+    def talk(sock: socket.socket) -> None:
+        seen: list[str] = []
+        hosts.append(seen)
         with sock, sock.makefile("rb") as reader:
             while reader.readline():
                 while (header := reader.readline()) not in (b"\r\n", b""):
@@ -248,16 +239,8 @@ def test_a_connection_is_never_shared_between_two_callbacks_on_one_address(
                         seen.append(header.split(b":")[1].strip().decode())
                 sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
 
-    def serve() -> None:
-        while True:
-            try:
-                sock, _ = listener.accept()
-            except OSError:
-                return
-            hosts.append([])
-            threading.Thread(target=talk, args=(sock, hosts[-1]), daemon=True).start()
-
-    threading.Thread(target=serve, daemon=True).start()
+    listener = accept_forever(talk)
+    port = listener.getsockname()[1]
     try:
         for host in ("one.example", "two.example", "one.example"):
             assert callbacks.send("POST", f"http://{host}:{port}/cb").ok

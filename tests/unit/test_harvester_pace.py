@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import socket
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,6 +12,7 @@ import pytest
 from harvester.client import FetchError, HarvestClient
 from harvester.config import config_from_mapping
 from harvester.pace import Pace, TooSlow
+from tests.support import accept_forever
 
 HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: application/xml\r\nContent-Length: 40\r\n\r\n"
 BODY = b"<urlset xmlns='x'>" + b" " * 16 + b"</u>\r\n"
@@ -23,17 +23,8 @@ class Trickler:
 
     def __init__(self, chunks: list[bytes], pause: float) -> None:
         self.chunks, self.pause = chunks, pause
-        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.listener = accept_forever(self._answer)
         self.port = self.listener.getsockname()[1]
-        threading.Thread(target=self._serve, daemon=True).start()
-
-    def _serve(self) -> None:
-        while True:
-            try:
-                sock, _ = self.listener.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._answer, args=(sock,), daemon=True).start()
 
     def _answer(self, sock: socket.socket) -> None:
         with sock:
