@@ -25,9 +25,10 @@ from __future__ import annotations
 import datetime as dt
 import itertools
 import re
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import IO
+from typing import IO, TypeVar
 
 from lxml import etree
 
@@ -45,6 +46,8 @@ MAX_ENTRY_ELEMENTS = 1_000
 #: attributes.
 MAX_BYTES_WITHOUT_END = 1024 * 1024
 _CHUNK_BYTES = 64 * 1024
+
+T = TypeVar("T")
 
 CHANGE_TYPES = frozenset(ChangeType)
 
@@ -147,10 +150,40 @@ def parse_document(source: bytes | IO[bytes], *, max_bytes: int = DEFAULT_MAX_BY
             raise ResourceSyncParseError(
                 f"document contains {declaration.decode()}; DTDs and entities are refused"
             )
+    return in_a_thread_of_its_own(_parse, data)
+
+
+def _parse(data: bytes) -> Document:
     try:
         return _parse_events(top_level_elements(data))
     except etree.XMLSyntaxError as error:
         raise ResourceSyncParseError(f"not well-formed XML: {error}") from error
+
+
+def in_a_thread_of_its_own(parse: Callable[[bytes], T], data: bytes) -> T:
+    """`parse(data)` in a thread that ends with it.
+
+    libxml2 keeps every element and attribute name it has read in its
+    thread's dictionary, which is freed only with the thread. In a thread that
+    lives on (a `harvest --follow`, a worker) a source sending documents of
+    ever new names grew memory without end (3 such documents: +190 MiB); a
+    thread of its own costs about 0.1 ms a document (17 → 135 µs for a one-entry list).
+    """
+    outcome: list[T] = []
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            outcome.append(parse(data))
+        except BaseException as error:  # handed to the caller below
+            failure.append(error)
+
+    thread = threading.Thread(target=run, name="parse-document")
+    thread.start()
+    thread.join()
+    if failure:
+        raise failure[0]
+    return outcome[0]
 
 
 def parse_datetime(value: str) -> dt.datetime:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import io
+import os
 from pathlib import Path
 
 import pytest
@@ -388,3 +389,27 @@ def test_datetimes_without_zone_or_malformed_are_refused(text: str) -> None:
 
 def test_hash_values_are_split_by_algorithm() -> None:
     assert parse_hash("MD5:1584ABDF  sha-256:854f") == {"md5": "1584abdf", "sha-256": "854f"}
+
+
+def test_documents_of_ever_new_names_do_not_grow_memory() -> None:
+    """libxml2 keeps every name it read until its thread ends: a `harvest --follow`
+    reading a source that sends ever new names grew without end (18 MiB here)."""
+
+    def document(seed: int) -> bytes:
+        names = ("".join(f"<n{seed}x{e}x{k}/>" for k in range(100)) for e in range(2000))
+        urls = "".join(
+            f"<url><loc>http://example.org/{e}</loc>{children}</url>"
+            for e, children in enumerate(names)
+        )
+        return (f'<urlset {NS}><rs:md capability="resourcelist"/>{urls}</urlset>').encode()
+
+    def resident_mib() -> int:
+        with open("/proc/self/statm") as statm:
+            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") // 2**20
+
+    parse_document(document(0))
+    before = resident_mib()
+    for seed in range(1, 4):
+        parse_document(document(seed))
+
+    assert resident_mib() - before < 8
