@@ -178,7 +178,7 @@ def in_a_thread_of_its_own(parse: Callable[[bytes], T], data: bytes) -> T:
         except BaseException as error:  # handed to the caller below
             failure.append(error)
 
-    thread = threading.Thread(target=run, name="parse-document")
+    thread = threading.Thread(target=run, name="parse-document", daemon=True)
     thread.start()
     thread.join()
     if failure:
