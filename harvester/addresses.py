@@ -21,7 +21,7 @@ import httpcore
 import httpx
 
 from harvester.pace import Pace, PacedStream
-from resourcesync_portal.addresses import IPNetwork, address_allowed, parse_address
+from resourcesync_portal.addresses import IPNetwork, address_allowed, parse_address, resolve
 from resourcesync_portal.streams import CheckedBackend, transport_with_backend
 
 
@@ -47,7 +47,7 @@ class AddressPolicy:
     def addresses(self, host: str, port: int) -> list[str]:
         """The host's addresses this harvest may connect to, in the resolver's order."""
         try:
-            found = _resolve(host, port)
+            found = resolve(host, port)
         except UnicodeError as error:  # a label over 63 characters, say: no retry mends it
             raise AddressRefused(f"{host} is not a host name: {error}") from error
         except OSError as error:
@@ -108,8 +108,3 @@ def _named(host: str) -> list[IPNetwork]:
         return [ipaddress.ip_network(parse_address(host.strip("[]")))]
     except ValueError:
         return []
-
-
-def _resolve(host: str, port: int) -> list[str]:
-    found = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    return list(dict.fromkeys(str(info[4][0]) for info in found))

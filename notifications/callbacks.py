@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import socket
 import time
 from dataclasses import dataclass
 from urllib.parse import urlencode, urlsplit, urlunsplit
@@ -21,7 +20,7 @@ import httpcore
 import httpx
 from django.core.cache import cache
 
-from resourcesync_portal.addresses import address_allowed, parse_address
+from resourcesync_portal.addresses import address_allowed, parse_address, resolve
 from resourcesync_portal.streams import CheckedBackend, StreamWrapper, transport_with_backend
 
 from .conf import notification_settings
@@ -64,11 +63,10 @@ def resolve_callback(url: str) -> tuple[str, int, list[str]]:
 def checked_addresses(host: str, port: int) -> list[str]:
     """The host's addresses now; CallbackRefused unless every one is allowed."""
     try:
-        found = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        addresses = resolve(host, port)
     except (ValueError, OSError) as error:
         raise CallbackRefused(f"the callback's host cannot be resolved: {error}") from error
     allowed_networks = notification_settings().allowed_networks
-    addresses = list(dict.fromkeys(str(info[4][0]) for info in found))
     for address in addresses:
         if not address_allowed(parse_address(address), allowed_networks):
             raise CallbackRefused(

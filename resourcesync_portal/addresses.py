@@ -8,10 +8,17 @@ service, a database, localhost) is never requested unless a setting allows it.
 from __future__ import annotations
 
 import ipaddress
+import socket
 from collections.abc import Iterable
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+def resolve(host: str, port: int) -> list[str]:
+    """The host's addresses, in the resolver's order, each once (OSError, UnicodeError)."""
+    found = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    return list(dict.fromkeys(str(info[4][0]) for info in found))
 
 
 def parse_address(address: str) -> IPAddress:

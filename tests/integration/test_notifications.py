@@ -535,16 +535,16 @@ def test_loopback_is_refused_unless_a_setting_allows_it(client, notifying_set, s
 @pytest.fixture
 def lookups(monkeypatch) -> list[str]:
     """The hosts the hub resolves."""
-    from notifications import callbacks
+    import socket
 
     looked_up: list[str] = []
-    resolve = callbacks.socket.getaddrinfo
+    resolve = socket.getaddrinfo
 
     def counted(host, *args, **kwargs):
         looked_up.append(host)
         return resolve(host, *args, **kwargs)
 
-    monkeypatch.setattr(callbacks.socket, "getaddrinfo", counted)
+    monkeypatch.setattr(socket, "getaddrinfo", counted)
     return looked_up
 
 
