@@ -43,20 +43,27 @@ class CallbackResponse:
         return 200 <= self.status < 300
 
 
+def host_and_port(url: str) -> tuple[str, int]:
+    """The host and port of a callback the hub may call; CallbackRefused says why not."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:  # an unclosed '[', a port past 65535
+        raise CallbackRefused("is not a valid URL") from None
+    if parts.scheme not in DEFAULT_PORTS:
+        raise CallbackRefused("must be an http or https URL")
+    if "@" in parts.netloc:
+        raise CallbackRefused("may not carry credentials")
+    if not parts.hostname:
+        raise CallbackRefused("has no host")
+    if port == 0:  # urlsplit's 0 would be taken for no port, and port 80 called
+        raise CallbackRefused("may not name port 0")
+    return parts.hostname, port or DEFAULT_PORTS[parts.scheme]
+
+
 def resolve_callback(url: str) -> tuple[str, int, list[str]]:
     """Host, port and the addresses to connect to; CallbackRefused when any is not allowed."""
-    parts = urlsplit(url)
-    if parts.scheme not in DEFAULT_PORTS:
-        raise CallbackRefused("the callback must be an http or https URL")
-    if parts.username or parts.password:
-        raise CallbackRefused("the callback may not carry credentials")
-    host = parts.hostname
-    if not host:
-        raise CallbackRefused("the callback has no host")
-    try:
-        port = parts.port or DEFAULT_PORTS[parts.scheme]
-    except ValueError as error:
-        raise CallbackRefused(f"the callback's port is not a port: {error}") from error
+    host, port = host_and_port(url)
     return host, port, checked_addresses(host, port)
 
 

@@ -100,18 +100,9 @@ def callback_from(form: Mapping[str, str]) -> str:
             "and a host in punycode",
         )
     try:
-        parts = urlsplit(callback)
-        port = parts.port
-    except ValueError:  # an unclosed '[', a port past 65535
-        raise HubRequestError("hub.callback", "is not a valid URL") from None
-    if parts.scheme not in callbacks.DEFAULT_PORTS:
-        raise HubRequestError("hub.callback", "must be an http or https URL")
-    if "@" in parts.netloc:
-        raise HubRequestError("hub.callback", "may not carry credentials")
-    if not parts.hostname:
-        raise HubRequestError("hub.callback", "has no host")
-    if port == 0:  # urlsplit's 0 would be taken for no port, and port 80 called
-        raise HubRequestError("hub.callback", "may not name port 0")
+        callbacks.host_and_port(callback)
+    except callbacks.CallbackRefused as error:
+        raise HubRequestError("hub.callback", str(error)) from None
     return callback
 
 
