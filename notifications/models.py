@@ -87,7 +87,7 @@ class Subscription(models.Model):
         return f"{self.callback} ({self.resource_set} {self.kind})"
 
     def may_receive(self) -> bool:
-        """Whether its set is public, or its token reaches the set (not revoked, same provider)."""
+        """Whether its set is public, or its token still reaches it (`ApiToken.can_reach`)."""
         if not self.resource_set.protected:
             return True
         return self.token is not None and self.token.can_reach(self.resource_set)
