@@ -12,8 +12,8 @@ safe by construction, because documents come from other people's servers:
   its huge-tree limits on;
 * what is held while reading stays small whatever the document's shape: each
   entry is released once read, an element under the root may hold at most
-  `MAX_ENTRY_ELEMENTS`, and markup may run at most `MAX_BYTES_WITHOUT_END` before
-  an element ends (libxml2 builds a start tag's attributes all at once).
+  `MAX_ENTRY_ELEMENTS` and span at most `MAX_BYTES_WITHOUT_END` (libxml2 holds
+  about 30 bytes per byte of attributes).
 
 Datetimes are W3C Datetimes (https://www.w3.org/TR/NOTE-datetime) returned as
 aware UTC values; a time without a zone is an error. Unknown elements and
@@ -23,7 +23,6 @@ attributes are ignored, as the spec asks of destinations.
 from __future__ import annotations
 
 import datetime as dt
-import itertools
 import re
 import threading
 from collections.abc import Callable, Iterator
@@ -40,10 +39,10 @@ DEFAULT_MAX_BYTES = 60 * 1024 * 1024
 #: document may carry. The portal takes at most 100 links per event, written beside
 #: <loc>, <lastmod> and <rs:md>; ten times that is room for other producers.
 MAX_ENTRY_ELEMENTS = 1_000
-#: Bytes the parser may read with no element ending (counted in chunks of
-#: `_CHUNK_BYTES`). No start tag or text of a real document (URLs, digests, dates)
-#: comes near it; libxml2 takes about 30 bytes per byte of a start tag full of
-#: attributes.
+#: Bytes the parser may read with no element under the root ending (counted in
+#: chunks of `_CHUNK_BYTES`), which bounds what one entry, root link or start tag
+#: holds. Real entries take hundreds of bytes, a thousand links some 300 KB;
+#: libxml2 takes about 30 bytes per byte of attributes.
 MAX_BYTES_WITHOUT_END = 1024 * 1024
 _CHUNK_BYTES = 64 * 1024
 
@@ -246,19 +245,25 @@ def _read_limited(source: bytes | IO[bytes], max_bytes: int) -> bytes:
 def top_level_elements(data: bytes, *, max_elements: int | None = None) -> Iterator[etree._Element]:
     """The root first, then each element under it as it ends; bounded whatever the shape.
 
-    Refuses a DOCTYPE, a root other than urlset or sitemapindex, markup that runs
-    on without an element ending, an element under the root holding more than
+    Refuses a DOCTYPE, a root other than urlset or sitemapindex, an element under
+    the root spanning more than `MAX_BYTES_WITHOUT_END` or holding more than
     `MAX_ENTRY_ELEMENTS`, and (for a caller keeping the tree) more than
     `max_elements` in all. XMLSyntaxError is left to the caller.
     """
-    elements = _ended_elements(data)
-    first = next(elements, None)
-    if first is None:
-        return
-    root = _checked_root(first)
-    yield root
-    held = nested = 0
-    for element in itertools.chain((first,), elements):
+    root: etree._Element | None = None
+    fed = held = nested = 0  # chunks fed since an element under the root ended
+    for element in _ended_elements(data):
+        if element is None:
+            fed += 1
+            if fed * _CHUNK_BYTES > MAX_BYTES_WITHOUT_END:
+                raise ResourceSyncParseError(
+                    f"no element under the root ends within {MAX_BYTES_WITHOUT_END} bytes; "
+                    "no real entry, link or tag is that long"
+                )
+            continue
+        if root is None:
+            root = _checked_root(element)
+            yield root
         parent = element.getparent()
         if parent is not root and parent is not None:
             nested += 1
@@ -268,6 +273,7 @@ def top_level_elements(data: bytes, *, max_elements: int | None = None) -> Itera
                     "no real entry has that many"
                 )
             continue
+        fed = 0
         held += nested + 1
         if max_elements is not None and held > max_elements:
             raise ResourceSyncParseError(f"the document holds more than {max_elements} elements")
@@ -276,8 +282,8 @@ def top_level_elements(data: bytes, *, max_elements: int | None = None) -> Itera
             yield element
 
 
-def _ended_elements(data: bytes) -> Iterator[etree._Element]:
-    """Each element as it ends, fed in chunks so a tag that never ends is refused early."""
+def _ended_elements(data: bytes) -> Iterator[etree._Element | None]:
+    """Each element as it ends, and None after each chunk fed (64 KB at a time)."""
     parser = etree.XMLPullParser(
         events=("end",),
         resolve_entities=False,
@@ -287,18 +293,11 @@ def _ended_elements(data: bytes) -> Iterator[etree._Element]:
         remove_comments=True,
         remove_pis=True,
     )
-    without_end = 0
     for start in range(0, len(data), _CHUNK_BYTES):
         parser.feed(data[start : start + _CHUNK_BYTES])
-        element = None
         for _, element in parser.read_events():
             yield element
-        without_end = 0 if element is not None else without_end + _CHUNK_BYTES
-        if without_end > MAX_BYTES_WITHOUT_END:
-            raise ResourceSyncParseError(
-                f"no element ends within {MAX_BYTES_WITHOUT_END} bytes; "
-                "no real tag or text is that long"
-            )
+        yield None
     parser.close()
     for _, element in parser.read_events():
         yield element

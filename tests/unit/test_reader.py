@@ -348,6 +348,37 @@ def test_markup_running_on_without_an_element_ending_is_refused(entry: str) -> N
         parse_document(document(entry + "</url>"))
 
 
+def _attributes(count: int) -> str:
+    return "".join(f' a{n}=""' for n in range(count))
+
+
+@pytest.mark.parametrize(
+    "entry",
+    [
+        # each child's tag ends well within the bound, the entry does not
+        "<url><loc>x</loc>" + f"<x{_attributes(12_000)}/>" * 20 + "</url>",
+        # open ancestors full of attributes, each with a child that ends at once
+        "<url><loc>x</loc>" + f"<x{_attributes(40_000)}><y/>" * 6 + "</x>" * 6 + "</url>",
+        "<url><loc>x</loc></url>" + "text" * (MAX_BYTES_WITHOUT_END // 3),
+    ],
+    ids=["children-full-of-attributes", "nested-ancestors", "text-between-entries"],
+)
+def test_an_element_under_the_root_spanning_more_than_any_real_one_is_refused(
+    entry: str,
+) -> None:
+    """libxml2 holds ~30 bytes per byte of attributes: 1.5-1.6 GB for a 58 MB entry."""
+    with pytest.raises(ResourceSyncParseError, match=f"{MAX_BYTES_WITHOUT_END} bytes"):
+        parse_document(document(entry))
+
+
+def test_entries_spanning_more_than_the_bound_together_are_read() -> None:
+    entry = "<url><loc>x</loc>" + LINK * 500 + "</url>"
+
+    entries = parse_document(document(entry * 100)).entries
+
+    assert len(entries) == 100
+
+
 def test_unknown_elements_and_attributes_are_ignored() -> None:
     data = document(
         "<url><loc>x</loc><changefreq>daily</changefreq>"
