@@ -19,10 +19,9 @@ from sitemaps.protocol.constants import Capability
 
 from .authority import Authority
 from .http import DEFAULT_MAX_BYTES, Fetched, Fetcher, FetchFailed
-from .parsing import RawDocument, UnreadableDocument, parse_safely, read_document
+from .parsing import RawDocument, UnreadableDocument, read_checked
 from .problems import Report
 from .rules import CHANGE_FAMILY, RESOURCE_FAMILY, Context, check_document
-from .schema import schema_errors
 
 #: Capability List entries the validator fetches; notification topics are not documents.
 FOLLOWED = (RESOURCE_FAMILY | CHANGE_FAMILY) - {
@@ -113,13 +112,13 @@ class Crawler:
 
     def read(self, url: str, fetched: Fetched) -> RawDocument | None:
         try:
-            root = parse_safely(fetched.body)
+            document, schema_errors = read_checked(fetched.body)
         except UnreadableDocument as error:
             self.report.add(url, str(error), "xml")
             return None
-        for message in schema_errors(root):
+        for message in schema_errors:
             self.report.add(url, f"schema: {message}", "schema")
-        return read_document(root)
+        return document
 
 
 def following(visit: Visit, document: RawDocument) -> Iterator[Visit]:

@@ -4,18 +4,23 @@ The project's reader (`sitemaps.protocol.reader`) stops at the first error, as a
 harvester should; a validator keeps going. Parsing goes through the reader's
 `top_level_elements`, so it is just as safe: DTDs and entity declarations are
 refused before and after parsing, lxml runs with entity resolution, DTD loading
-and network access off, and no entry holds more than any real one. The
-validator keeps the whole tree for the schema check, so it also caps its size.
+and network access off, and no entry holds more than any real one. Each element
+under the root is read, handed to the schema check and let go, so the tree is
+never held whole; what is kept (every entry as written) is capped by MAX_ELEMENTS.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from lxml import etree
 
 from sitemaps.protocol.constants import RS_NS, SITEMAP_NS
 from sitemaps.protocol.reader import ResourceSyncParseError, top_level_elements
+from sitemaps.protocol.writer import LN_ATTRIBUTES, MD_ATTRIBUTES
+
+from .schema import SchemaCheck
 
 URLSET = f"{{{SITEMAP_NS}}}urlset"
 SITEMAPINDEX = f"{{{SITEMAP_NS}}}sitemapindex"
@@ -25,8 +30,10 @@ _LASTMOD = f"{{{SITEMAP_NS}}}lastmod"
 _MD = f"{{{RS_NS}}}md"
 _LN = f"{{{RS_NS}}}ln"
 _FORBIDDEN = (b"<!DOCTYPE", b"<!ENTITY")
-#: Elements the validator holds at most: 50,000 entries of 20 elements each. The
-#: tree, the schema check and the values read take about 1 GB at this size.
+#: The attributes kept: the rules read no other, and the schema reports the rest.
+_KNOWN_ATTRIBUTES = frozenset(MD_ATTRIBUTES + LN_ATTRIBUTES)
+#: Elements a document may have: 50,000 entries of 20 elements each. The entries
+#: as written are kept for the rules that compare them.
 MAX_ELEMENTS = 1_000_000
 
 
@@ -71,39 +78,51 @@ class RawDocument:
         return next((ln.get("href", "").strip() for ln in self.links if ln.get("rel") == rel), None)
 
 
-def parse_safely(data: bytes) -> etree._Element:
-    """The root element; UnreadableDocument if it is unsafe, not well-formed or too large."""
+def read_checked(data: bytes) -> tuple[RawDocument, list[str]]:
+    """The document as written and its schema errors.
+
+    UnreadableDocument if it is unsafe, not well-formed or too large.
+    """
     for declaration in _FORBIDDEN:
         if declaration in data:
             raise UnreadableDocument(
                 f"contains {declaration.decode()}: DTDs and entities are refused"
             )
     try:
-        elements = top_level_elements(data, max_elements=MAX_ELEMENTS)
-        root = next(elements, None)
-        for _ in elements:
-            pass
+        return _read(top_level_elements(data, max_elements=MAX_ELEMENTS))
     except etree.XMLSyntaxError as error:
         raise UnreadableDocument(f"not well-formed XML: {error}") from error
     except ResourceSyncParseError as error:
         raise UnreadableDocument(str(error)) from error
+
+
+def _read(elements: Iterator[etree._Element]) -> tuple[RawDocument, list[str]]:
+    """Read each element under the root, then hand it to the schema check.
+
+    The check moves it out of the parse tree, so only once the next one has ended:
+    until then libxml2 may still be appending to the text after it, and moved away
+    that text would be written into another node's buffer (heap corruption).
+    """
+    root = next(elements, None)
     if root is None:
         raise UnreadableDocument("not well-formed XML: no root element")
-    return root
-
-
-def read_document(root: etree._Element) -> RawDocument:
-    """The root's metadata, links and entries, keeping every value as written."""
     entry_tag = _ENTRY_TAGS[root.tag]
     document = RawDocument(is_index=root.tag == SITEMAPINDEX)
-    for child in root:
+    schema = SchemaCheck(root, entry_tag)
+    previous = None
+    for child in elements:
         if child.tag == entry_tag:
             document.entries.append(_entry(child))
         elif child.tag in (_MD, _LN):
             document.header_after_entries |= bool(document.entries)
             target = document.mds if child.tag == _MD else document.links
-            target.append(dict(child.attrib))
-    return document
+            target.append(_known_attributes(child))
+        if previous is not None:
+            schema.add(previous)
+        previous = child
+    if previous is not None:
+        schema.add(previous)
+    return document, schema.errors()
 
 
 def _entry(element: etree._Element) -> RawEntry:
@@ -114,7 +133,11 @@ def _entry(element: etree._Element) -> RawEntry:
         elif child.tag == _LASTMOD:
             entry.lastmod = (child.text or "").strip()
         elif child.tag == _MD:
-            entry.mds.append(dict(child.attrib))
+            entry.mds.append(_known_attributes(child))
         elif child.tag == _LN:
-            entry.links.append(dict(child.attrib))
+            entry.links.append(_known_attributes(child))
     return entry
+
+
+def _known_attributes(element: etree._Element) -> dict[str, str]:
+    return {name: value for name, value in element.items() if name in _KNOWN_ATTRIBUTES}
