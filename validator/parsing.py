@@ -97,19 +97,13 @@ def read_checked(data: bytes) -> tuple[RawDocument, list[str]]:
 
 
 def _read(elements: Iterator[etree._Element]) -> tuple[RawDocument, list[str]]:
-    """Read each element under the root, then hand it to the schema check.
-
-    The check moves it out of the parse tree, so only once the next one has ended:
-    until then libxml2 may still be appending to the text after it, and moved away
-    that text would be written into another node's buffer (heap corruption).
-    """
+    """Read each element under the root, then hand it to the schema check."""
     root = next(elements, None)
     if root is None:
         raise UnreadableDocument("not well-formed XML: no root element")
     entry_tag = _ENTRY_TAGS[root.tag]
     document = RawDocument(is_index=root.tag == SITEMAPINDEX)
     schema = SchemaCheck(root, entry_tag)
-    previous = None
     for child in elements:
         if child.tag == entry_tag:
             document.entries.append(_entry(child))
@@ -117,11 +111,7 @@ def _read(elements: Iterator[etree._Element]) -> tuple[RawDocument, list[str]]:
             document.header_after_entries |= bool(document.entries)
             target = document.mds if child.tag == _MD else document.links
             target.append(_known_attributes(child))
-        if previous is not None:
-            schema.add(previous)
-        previous = child
-    if previous is not None:
-        schema.add(previous)
+        schema.add(child)
     return document, schema.errors()
 
 

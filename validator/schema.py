@@ -51,12 +51,34 @@ class SchemaCheck:
         self._messages: list[str] = []
         self._items = 0
         self._after_entries = False
+        self._pending: etree._Element | None = None
         # The root's own attributes and text are checked (and reported) with the first slice.
         self._slice = self._new_slice(attributes=dict(root.attrib))
         self._slice.text = root.text
 
     def add(self, child: etree._Element) -> None:
-        """Take `child` out of its tree into the current slice (once libxml2 is done with it)."""
+        """Take `child`, an element under the root that has just ended, into the check.
+
+        It leaves its tree when the next one comes: until a later element has ended,
+        libxml2 may still be appending the text after it, and moved away that text
+        would be written into another node's buffer (heap corruption).
+        """
+        if self._pending is not None:
+            self._move(self._pending)
+        self._pending = child
+
+    def errors(self) -> list[str]:
+        """At most MAX_ERRORS messages, then one saying there were more (parsing is over)."""
+        if self._pending is not None:
+            self._move(self._pending)
+            self._pending = None
+        self._validate()
+        if len(self._messages) <= MAX_ERRORS:
+            return self._messages
+        return [*self._messages[:MAX_ERRORS], f"more errors: listing stopped at {MAX_ERRORS}"]
+
+    def _move(self, child: etree._Element) -> None:
+        """Out of its tree into the current slice, validating the slice first if it is full."""
         items = sum(1 + len(element.attrib) for element in child.iter())
         if items > MAX_CHILD_ITEMS:
             raise ResourceSyncParseError(
@@ -70,13 +92,6 @@ class SchemaCheck:
         self._slice.append(child)
         self._items += items
         self._after_entries |= child.tag == self._entry_tag
-
-    def errors(self) -> list[str]:
-        """At most MAX_ERRORS messages, then one saying there were more."""
-        self._validate()
-        if len(self._messages) <= MAX_ERRORS:
-            return self._messages
-        return [*self._messages[:MAX_ERRORS], f"more errors: listing stopped at {MAX_ERRORS}"]
 
     def _validate(self) -> None:
         if len(self._messages) > MAX_ERRORS or self._schema.validate(self._slice):
