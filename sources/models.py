@@ -298,11 +298,17 @@ class ApiToken(models.Model):
     @property
     def in_force(self) -> bool:
         """Not revoked, and its user and provider still active."""
+        return self.out_of_force_because() is None
+
+    def out_of_force_because(self) -> str | None:
+        """Why the token no longer counts (for its 401), or None while it does."""
         if self.revoked:
-            return False
+            return "Invalid or revoked token."
         if self.user is not None and not self.user.is_active:
-            return False
-        return self.provider is None or self.provider.active
+            return "The token's user is inactive."
+        if self.provider is not None and not self.provider.active:
+            return "The token's provider is inactive."
+        return None
 
     def can_reach(self, resource_set: ResourceSet) -> bool:
         """Provider tokens reach their own sets; staff tokens reach all; none once out of force.

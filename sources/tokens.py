@@ -45,12 +45,10 @@ def token_for_key(key: str) -> ApiToken:
     token = (
         ApiToken.objects.select_related("provider", "user").filter(key_hash=hash_token(key)).first()
     )
-    if token is None or token.revoked:
+    if token is None:
         raise NotAuthenticated("Invalid or revoked token.")
-    if token.user is not None and not token.user.is_active:
-        raise NotAuthenticated("The token's user is inactive.")
-    if token.provider is not None and not token.provider.active:
-        raise NotAuthenticated("The token's provider is inactive.")
+    if reason := token.out_of_force_because():
+        raise NotAuthenticated(reason)
     return token
 
 

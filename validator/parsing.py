@@ -29,7 +29,6 @@ _LOC = f"{{{SITEMAP_NS}}}loc"
 _LASTMOD = f"{{{SITEMAP_NS}}}lastmod"
 _MD = f"{{{RS_NS}}}md"
 _LN = f"{{{RS_NS}}}ln"
-_FORBIDDEN = (b"<!DOCTYPE", b"<!ENTITY")
 #: The attributes kept: the rules read no other, and the schema reports the rest.
 _KNOWN_ATTRIBUTES = frozenset(MD_ATTRIBUTES + LN_ATTRIBUTES)
 #: Elements a document may have: 50,000 entries of 20 elements each. The entries
@@ -83,11 +82,6 @@ def read_checked(data: bytes) -> tuple[RawDocument, list[str]]:
 
     UnreadableDocument if it is unsafe, not well-formed or too large.
     """
-    for declaration in _FORBIDDEN:
-        if declaration in data:
-            raise UnreadableDocument(
-                f"contains {declaration.decode()}: DTDs and entities are refused"
-            )
     try:
         return _read(top_level_elements(data, max_elements=MAX_ELEMENTS))
     except etree.XMLSyntaxError as error:

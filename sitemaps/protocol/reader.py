@@ -143,13 +143,7 @@ class Document:
 
 def parse_document(source: bytes | IO[bytes], *, max_bytes: int = DEFAULT_MAX_BYTES) -> Document:
     """Parse a ResourceSync urlset or sitemapindex, refusing unsafe input."""
-    data = _read_limited(source, max_bytes)
-    for declaration in _FORBIDDEN_DECLARATIONS:
-        if declaration in data:
-            raise ResourceSyncParseError(
-                f"document contains {declaration.decode()}; DTDs and entities are refused"
-            )
-    return in_a_thread_of_its_own(_parse, data)
+    return in_a_thread_of_its_own(_parse, _read_limited(source, max_bytes))
 
 
 def _parse(data: bytes) -> Document:
@@ -250,6 +244,7 @@ def top_level_elements(data: bytes, *, max_elements: int | None = None) -> Itera
     `MAX_ENTRY_ELEMENTS`, and (for a caller keeping the tree) more than
     `max_elements` in all. XMLSyntaxError is left to the caller.
     """
+    _refuse_declarations(data)
     root: etree._Element | None = None
     fed = held = nested = 0  # chunks fed since an element under the root ended
     for element in _ended_elements(data):
@@ -280,6 +275,15 @@ def top_level_elements(data: bytes, *, max_elements: int | None = None) -> Itera
         nested = 0
         if parent is not None:
             yield element
+
+
+def _refuse_declarations(data: bytes) -> None:
+    """Refuse a DTD or an entity declaration before libxml2 sees a byte of it."""
+    for declaration in _FORBIDDEN_DECLARATIONS:
+        if declaration in data:
+            raise ResourceSyncParseError(
+                f"document contains {declaration.decode()}; DTDs and entities are refused"
+            )
 
 
 def _ended_elements(data: bytes) -> Iterator[etree._Element | None]:

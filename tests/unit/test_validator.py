@@ -548,7 +548,7 @@ def test_a_dtd_is_refused_without_being_read() -> None:
 
     report = validate(Server(documents))
 
-    assert report.messages(RL) == ["contains <!DOCTYPE: DTDs and entities are refused"]
+    assert report.messages(RL) == ["document contains <!DOCTYPE; DTDs and entities are refused"]
 
 
 def test_a_document_that_is_not_xml_or_not_a_sitemap() -> None:
