@@ -14,11 +14,19 @@ import os
 from typing import BinaryIO
 from urllib.parse import unquote
 
+from sitemaps.protocol.xmlchars import forbidden_character
+
 from .generators.base import ResourceUnreadable
 from .locations import LocationError, resolve_location
 from .models import LocationType, Resource, ResourceSet
 
-__all__ = ["ResourceUnreadable", "open_resource_file", "relative_path", "unreadable_reason"]
+__all__ = [
+    "ResourceUnreadable",
+    "open_resource_file",
+    "packaged_path",
+    "relative_path",
+    "unreadable_reason",
+]
 
 
 def relative_path(resource_set: ResourceSet, uri: str) -> str | None:
@@ -28,6 +36,16 @@ def relative_path(resource_set: ResourceSet, uri: str) -> str | None:
     if not uri.startswith(prefix) or len(uri) == len(prefix):
         return None
     return unquote(uri[len(prefix) :])
+
+
+def packaged_path(resource_set: ResourceSet, uri: str) -> str | None:
+    """`relative_path`, if a dump manifest can name it; else None (the caller names the
+    bitstream by its key). A URI may percent-encode what XML 1.0 forbids (`%01`), and
+    the schema's `path` ends in a name, not a `/`."""
+    relative = relative_path(resource_set, uri)
+    if relative is None or relative.endswith("/") or forbidden_character(relative):
+        return None
+    return relative
 
 
 def resource_file(resource_set: ResourceSet, uri: str) -> str:

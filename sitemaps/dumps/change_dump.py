@@ -25,7 +25,7 @@ from sitemaps.models import ChangeListPage, ChangePackage
 from sitemaps.protocol.builders import DocumentTooLarge, build_change_dump_manifest, change_entry
 from sitemaps.protocol.constants import ChangeType
 from sitemaps.protocol.records import ChangeRecord
-from sources.resource_files import relative_path
+from sources.resource_files import packaged_path
 
 from .job import DumpJob
 from .packaging import Item, Planned, plan_package
@@ -178,7 +178,7 @@ def change_path(resource_set, record: ChangeRecord) -> str:
     """Where a change's bitstream lies in its package: one folder per change ("" if deleted)."""
     if record.change == ChangeType.DELETED:
         return ""
-    relative = relative_path(resource_set, record.uri) or "resource"
+    relative = packaged_path(resource_set, record.uri) or "resource"
     return f"{CHANGES_FOLDER}{record.key}/{relative}"
 
 

@@ -25,7 +25,7 @@ from sitemaps.protocol.builders import (
 )
 from sitemaps.protocol.records import ResourceRecord
 from sitemaps.ranges import key_range, split_row
-from sources.resource_files import relative_path
+from sources.resource_files import packaged_path
 
 from .job import DumpJob
 from .packaging import Item, plan_package
@@ -125,7 +125,7 @@ class ResourceDumpWriter:
             self.resource_set, after=keys.after, through=keys.through
         )
         for record in records:
-            relative = relative_path(self.resource_set, record.uri)
+            relative = packaged_path(self.resource_set, record.uri)
             yield Item(record, RESOURCES_FOLDER + (relative or str(record.key)))
 
     def manifest(self, items: list[Item]) -> bytes:

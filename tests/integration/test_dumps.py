@@ -205,6 +205,31 @@ def test_resource_dump_packages_every_file_and_validates(client, tmp_path: Path)
     assert "resourcedump" in listed and "changedump" in listed
 
 
+def test_a_path_xml_cannot_hold_leaves_only_its_bitstream_out(client, tmp_path: Path) -> None:
+    """`…/a%01b.txt` is a fine URI, but its decoded path can be neither a manifest's `path`
+    nor a file the portal reads: one such resource failed every dump of its set, for good
+    (its change stays logged). Now it is reported and left out, and the dumps go on."""
+    files = FileSet(tmp_path / "files")
+    odd = dataclasses.replace(
+        files.write("a\x01b.txt", b"odd name\n"),
+        location_type=LocationType.URL,
+        location_value=PREFIX + "a%01b.txt",
+        uri=PREFIX + "a%01b.txt",
+    )
+    report = files.post([files.write("ok.txt", b"fine\n"), odd])
+
+    assert {(s.uri, s.reason) for s in report.dumps.skipped} == {
+        (odd.uri, "its path must not contain control characters.")
+    }
+    assert resource_dump(client) == {PREFIX + "ok.txt": b"fine\n"}
+    (entry,) = entries(get(client, f"{BASE}/changedump.xml")[1])
+    assert list(check_package(client, entry, "changedump-manifest").values()) == [b"fine\n"]
+
+    files.post([dataclasses.replace(files.delete("a\x01b.txt"), uri=odd.uri)])
+    (entry,) = entries(get(client, f"{BASE}/changedump.xml")[1])
+    assert list(check_package(client, entry, "changedump-manifest").values()) == [b"fine\n"]
+
+
 def test_one_update_rebuilds_exactly_one_package(tmp_path: Path, client) -> None:
     files = FileSet(tmp_path / "files", entries_per_document=4)
     files.post([files.write(f"r{n:02d}.txt", content(n)) for n in range(12)])
