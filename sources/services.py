@@ -181,8 +181,9 @@ def ingest_events(
         received_at = resource_set_lock(resource_set=resource_set)
         _check_locations(resource_set)
         since = open_change_list_start(resource_set=resource_set)
-        # A list may close a little in the future (at a datetime within the
-        # clock skew): a receipt time never falls inside it.
+        # A list closed in the future (lists did, at a change dated within the
+        # clock skew, before such changes were dated at receipt): a receipt time
+        # never falls inside it.
         dated_from = max(received_at, since) if since else received_at
         result = IngestResult(received_at=received_at, dated_from=dated_from)
         ResourceSet.objects.filter(pk=resource_set.pk).update(changed_at=received_at)
@@ -283,9 +284,15 @@ def _apply_batch(
 def _moments(events: list[Indexed], result: IngestResult, clock: LocationClock) -> list[datetime]:
     """Each event's datetime: its own, or its receipt time, one microsecond apart in request
     order (so Change Lists can split between two events), never before its location's
-    latest change (sources.ordering); an event dated before that is refused."""
+    latest change (sources.ordering); an event dated before that is refused.
+
+    A datetime ahead of the receipt time (the clock skew allows one) is the sender's clock
+    running fast: it becomes the receipt time, or a list would close in the future.
+    """
     moments = [
-        event.datetime or result.dated_from + timedelta(microseconds=result.accepted + position)
+        min(event.datetime, result.dated_from)
+        if event.datetime
+        else result.dated_from + timedelta(microseconds=result.accepted + position)
         for position, (_, event) in enumerate(events)
     ]
     clock.look_up((event.uri, moment) for (_, event), moment in zip(events, moments, strict=True))

@@ -31,7 +31,7 @@ from lxml import etree
 from sitemaps.models import ChangeListPage
 from sitemaps.regeneration import regenerate
 from sources.api import validation
-from sources.models import ApiToken, Change, ResourceSet
+from sources.models import ApiToken, CapabilitySettings, Change, ResourceSet
 from tests.conftest import REPO, _database_url
 from tests.factories import ApiTokenFactory
 
@@ -287,13 +287,18 @@ def at(seconds: float) -> str:
     return (timezone.now() + timedelta(seconds=seconds)).isoformat()
 
 
-@override_settings(INGEST_CLOCK_SKEW_SECONDS=300)
-def test_a_change_dated_before_its_locations_latest_is_refused(client, token):
+def test_a_change_dated_before_its_locations_latest_is_refused(client, token, resource_set):
     """The Change List would list it first, and end with a state the snapshot has not.
-    (Dated ahead, within the clock skew: the open Change List starts about now.)"""
-    assert post_events(client, token, event("a.txt", datetime=at(60))).status_code == 200
+    (No regeneration runs here: the open Change List keeps starting an hour ago.)"""
+    an_hour_ago = timezone.now() - timedelta(hours=1)
+    ResourceSet.objects.filter(pk=resource_set.pk).update(accepts_changes_since=an_hour_ago)
 
-    response = post_events(client, token, event("a.txt", change="deleted", datetime=at(30)))
+    def post_events(client, token, *events) -> Any:
+        return post(client, token, as_json(list(events)), "application/json")
+
+    assert post_events(client, token, event("a.txt", datetime=at(-60))).status_code == 200
+
+    response = post_events(client, token, event("a.txt", change="deleted", datetime=at(-90)))
 
     assert response.status_code == 400, response.json()
     (error,) = response.json()["errors"]
@@ -301,23 +306,23 @@ def test_a_change_dated_before_its_locations_latest_is_refused(client, token):
     assert "latest change" in error["message"]
     assert Change.objects.count() == 1
     # In one request too, and a location deleted earlier counts as well.
-    both = [event("b.txt", datetime=at(60)), event("c.txt"), event("b.txt", datetime=at(30))]
+    both = [event("b.txt", datetime=at(-60)), event("c.txt"), event("b.txt", datetime=at(-90))]
     response = post_events(client, token, *both)
     assert [(e["index"], e["field"]) for e in response.json()["errors"]] == [(2, "datetime")]
-    gone = event("d.txt", change="deleted", datetime=at(60))
+    gone = event("d.txt", change="deleted", datetime=at(-60))
     assert post_events(client, token, gone).status_code == 200
-    assert post_events(client, token, event("d.txt", datetime=at(30))).status_code == 400
+    assert post_events(client, token, event("d.txt", datetime=at(-90))).status_code == 400
     assert Change.objects.count() == 2
 
 
-@override_settings(INGEST_CLOCK_SKEW_SECONDS=300)
 def test_an_undated_change_is_dated_no_earlier_than_its_locations_latest(
     client, token, resource_set
 ):
-    """A change dated ahead (within the clock skew) and then an undated one: the second is
+    """A change dated ahead of the server's clock (kept from before such changes were
+    dated at receipt, or the clock stepped back since), then an undated one: the second is
     dated with the first's datetime, so the lists end with it, as the snapshot does."""
-    ahead = at(240)
-    assert post_events(client, token, event("a.txt", datetime=ahead)).status_code == 200
+    assert post_events(client, token, event("a.txt")).status_code == 200
+    Change.objects.update(datetime=timezone.now() + timedelta(seconds=240))
     deleted = {"change": "deleted", "location": {"type": "rel_path", "value": "a.txt"}}
     response = post_events(client, token, deleted)
     assert response.status_code == 200, response.json()
@@ -328,6 +333,26 @@ def test_an_undated_change_is_dated_no_earlier_than_its_locations_latest(
     assert removed.datetime == created.datetime
     assert PREFIX + "a.txt" not in resource_list_locs(client)
     assert change_list_locs(client) == [PREFIX + "a.txt", PREFIX + "a.txt"]
+
+
+@override_settings(INGEST_CLOCK_SKEW_SECONDS=300)
+def test_a_change_dated_ahead_is_recorded_at_its_receipt(client, token, resource_set):
+    """The clock skew lets a sender's clock run ahead, not a change happen in the future.
+    Kept as sent, such a change closed a full list minutes ahead: changes dated now were
+    refused until then, and undated ones were dated then."""
+    CapabilitySettings.objects.filter(resource_set=resource_set).update(entries_per_document=3)
+    ahead = [event(f"{n}.txt", datetime=at(240 + n)) for n in range(4)]
+    assert post_events(client, token, event("a.txt"), *ahead).status_code == 200
+    regenerate(resource_set)
+
+    now = timezone.now()
+    assert max(Change.objects.values_list("datetime", flat=True)) <= now
+    closed = ChangeListPage.objects.filter(resource_set=resource_set, until__isnull=False)
+    assert closed.exists() and max(closed.values_list("until", flat=True)) <= now
+    response = post_events(client, token, event("b.txt", datetime=at(0)))
+    assert response.status_code == 200, response.json()
+    undated = post_events(client, token, event("c.txt"))
+    assert undated.status_code == 200 and Change.objects.latest("id").datetime <= timezone.now()
 
 
 @override_settings(INGEST_CLOCK_SKEW_SECONDS=300)
@@ -366,7 +391,8 @@ def test_an_old_event_before_any_change_list_still_appears_in_one(client, token,
 
 
 def test_the_receipt_time_never_falls_inside_a_closed_list(client, token, resource_set):
-    """A list may close a little in the future (a datetime within the clock skew)."""
+    """A list closed a little in the future (as lists did, at a change dated within the
+    clock skew, before such changes were dated at receipt)."""
     opens = timezone.now() + timedelta(seconds=120)
     ResourceSet.objects.filter(pk=resource_set.pk).update(accepts_changes_since=opens)
 
