@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import gzip
 import socket
+import statistics
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -30,6 +32,8 @@ class ScriptedServer:
         self.connections = 0
         #: Close the connection after each answer (an answer cut short stays cut).
         self.hang_up_after = False
+        #: Send the head and the body in two writes, as Django's runserver does.
+        self.head_apart = False
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.port = self.listener.getsockname()[1]
         self.thread = threading.Thread(target=self._serve, daemon=True)
@@ -60,6 +64,10 @@ class ScriptedServer:
                 reply = self.answer(path, headers)
                 if reply is None:
                     return
+                if self.head_apart:
+                    head, _, body = reply.partition(b"\r\n\r\n")
+                    sock.sendall(head + b"\r\n\r\n")
+                    reply = body
                 sock.sendall(reply)
                 if self.hang_up_after:
                     return
@@ -113,6 +121,23 @@ def test_small_gets_share_one_kept_alive_connection(serve) -> None:
 
     assert bodies == [f"/r/{n}".encode() for n in range(5)]
     assert server.connections == 1
+
+
+def test_a_server_sending_head_and_body_apart_answers_without_delay(serve) -> None:
+    """Such a server (Django's runserver: `make run`) holds a small body back until the
+    head is acknowledged (Nagle), and Linux delays that ACK by 40 ms on a kept-alive
+    connection: 23 GETs a second, a harvest of the demo set 4x slower than resync's."""
+    server = serve(lambda path, headers: answer(200, b"x" * 200))
+    server.head_apart = True
+    waits = []
+    with client_for(server) as client:
+        for n in range(15):
+            start = time.perf_counter()
+            assert body_of(client, server.url(f"/r/{n}")) == b"x" * 200
+            waits.append(time.perf_counter() - start)
+
+    assert server.connections == 1
+    assert statistics.median(waits) < 0.02, waits  # 0.04 s a GET when it waits
 
 
 def test_chunked_and_compressed_bodies_are_decoded(serve) -> None:
