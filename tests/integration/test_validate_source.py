@@ -155,6 +155,18 @@ def test_the_command_exits_non_zero_on_a_problem(portal: str) -> None:
     assert "1 problem(s) found" in result.stderr
 
 
+@pytest.mark.parametrize("url", ["tests/data/ex_1.xml", "file:///tmp/ex_1.xml", "http:///x"])
+def test_a_url_that_is_no_http_url_is_refused_by_name(url: str) -> None:
+    """It said "outside the source's authority (://:0)" and counted one document checked."""
+    out, error = run(url)
+
+    assert error is not None and out == ""
+    assert str(error) == (
+        f"{url!r} is not an http:// or https:// URL: sources are checked over HTTP "
+        "(to check files, serve their folder, e.g. with python3 -m http.server)"
+    )
+
+
 # --- A source written by resync ------------------------------------------------------
 
 

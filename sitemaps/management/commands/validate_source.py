@@ -7,6 +7,8 @@ when there was any problem.
 
 from __future__ import annotations
 
+from urllib.parse import urlsplit
+
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from validator import Report, validate_source
@@ -32,9 +34,16 @@ class Command(BaseCommand):
         parser.add_argument("--timeout", type=float, default=30.0, help="seconds per request")
 
     def handle(self, *args, **options) -> None:
+        url = options["url"]
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise CommandError(
+                f"{url!r} is not an http:// or https:// URL: sources are checked over HTTP "
+                "(to check files, serve their folder, e.g. with python3 -m http.server)"
+            )
         report = Report(emit=self.stdout.write)
         validate_source(
-            options["url"],
+            url,
             token=options["token"],
             extra_hosts=tuple(options["allow_host"]),
             report=report,
