@@ -190,12 +190,17 @@ def durations_chart(resource_set: ResourceSet | None = None) -> SafeString:
 
 
 def set_links(resource_set: ResourceSet, now: dt.datetime) -> dict[str, str]:
-    """Admin lists filtered to one set: its changes (all, today), resources and runs."""
+    """Admin lists filtered to one set: its changes (all, pending, today), resources and runs.
+
+    Pending needs the set annotated by `with_regeneration_status`.
+    """
     where = f"?resource_set__id__exact={resource_set.pk}"
     today = start_of_today(now)
     tomorrow = today + dt.timedelta(days=1)
+    through = resource_set.regeneration_through  # type: ignore[attr-defined]
     return {
         "changes": reverse("admin:sources_change_changelist") + where,
+        "pending": reverse("admin:sources_change_changelist") + f"{where}&id__gt={through}",
         # As the admin's own "Today" filter spells it: aware datetimes.
         "changes_today": reverse("admin:sources_change_changelist")
         + f"{where}&{urlencode({'timestamp__gte': today, 'timestamp__lt': tomorrow})}",

@@ -28,7 +28,7 @@ from django.utils import timezone
 
 from journal.selectors import runs_recent
 from sitemaps.protocol.reader import ResourceSyncParseError
-from sitemaps.selectors import dirty_resource_pages
+from sitemaps.selectors import dirty_resource_pages, with_regeneration_status
 from sitemaps.tasks import regenerate_resource_set
 from sources.models import ResourceSet
 
@@ -120,7 +120,8 @@ class ResourceSetPage:
         form_url: str = "",
         extra_context: dict[str, Any] | None = None,
     ) -> HttpResponse:
-        resource_set = ResourceSet.objects.select_related("provider").filter(pk=object_id).first()
+        sets = with_regeneration_status(ResourceSet.objects.select_related("provider"))
+        resource_set = sets.filter(pk=object_id).first()
         extra = set_page_context(resource_set, timezone.now()) if resource_set else {}
         return super().change_view(request, object_id, form_url, {**extra, **(extra_context or {})})  # type: ignore[misc]
 

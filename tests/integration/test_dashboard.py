@@ -14,6 +14,7 @@ from django.utils import timezone
 from dashboard import charts
 from journal.models import Outcome, Run, RunKind
 from sources.models import Change
+from sources.services import ingest_events
 
 from ..support import created, event, ingest, make_set, store_documents_in
 
@@ -60,6 +61,22 @@ def test_each_set_shows_resources_changes_today_pending_pages_and_last_regenerat
     # The links lead to the lists filtered to this set (and to today).
     listed = admin_client.get(today_url.replace("&amp;", "&")).content.decode()
     assert "27 changes" in listed or listed.count('class="field-uri"') == 27
+
+
+def test_the_pending_count_links_to_the_pending_changes_alone(admin_client):
+    """It linked to every change of the set, on the dashboard and on the set page."""
+    articles = make_set()
+    created(articles, 3)  # regenerated at once (eager Celery)
+    ingest_events(resource_set=articles, events=[event("deleted", "r/0000001")])  # not yet
+
+    row = row_of(dashboard(admin_client), "acme/articles")
+    pending_url, pending = re.findall(r'<td class="number"><a href="([^"]+)">(\d+)</a>', row)[2]
+    set_page = admin_client.get(reverse("admin:sources_resourceset_change", args=[articles.pk]))
+    on_set_page = re.search(r'<a href="([^"]+)">1 pending changes</a>', set_page.content.decode())
+
+    assert pending == "1" and on_set_page and on_set_page[1] == pending_url
+    listed = admin_client.get(pending_url.replace("&amp;", "&")).content.decode()
+    assert listed.count('class="field-uri"') == 1 and "r/0000001" in listed
 
 
 def test_the_dashboard_draws_its_charts_as_inline_svg_with_the_counts(admin_client):
