@@ -9,6 +9,7 @@ raise ValueError instead of producing a document no parser will read.
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
@@ -63,6 +64,42 @@ def _check_characters(value: str) -> None:
         raise ValueError(
             f"character {character!r} at position {position} is not allowed in XML 1.0"
         )
+
+
+#: Media types seen -> their `type` as written; bounded, as a source could send many.
+_SCHEMA_TYPES: dict[str, str] = {}
+_SCHEMA_TYPES_SIZE = 4096
+
+
+def schema_type(mime: str) -> str:
+    """The `type` the 1.1 schema takes for a media type: itself, else without its
+    parameters, else "" (left out; the database and the API keep it whole).
+
+    The schema's `[\\w-]+/[\\w-]+` (XSD's `\\w`: no punctuation, separator or control)
+    refuses parameters and the `.` and `_` RFC 6838 allows (`application/vnd.ms-excel`);
+    a document a strict reader refuses whole costs more than one entry's type.
+    """
+    written = _SCHEMA_TYPES.get(mime)
+    if written is None:
+        essence = mime.split(";", 1)[0].strip()
+        written = essence if _schema_takes(essence) else ""
+        if len(_SCHEMA_TYPES) < _SCHEMA_TYPES_SIZE:
+            _SCHEMA_TYPES[mime] = written
+    return written
+
+
+def _schema_takes(value: str) -> bool:
+    top, slash, sub = value.partition("/")
+    return bool(top and slash and sub) and all(
+        character == "-" or unicodedata.category(character)[0] not in "PZC"
+        for character in top + sub
+    )
+
+
+def _attribute(attributes: Attributes, name: str) -> str:
+    """An attribute's value as written: a `type` as the schema takes it."""
+    value = attributes[name]
+    return schema_type(value) if name == "type" and value else value
 
 
 def escape_text(value: str) -> str:
@@ -147,7 +184,7 @@ def _element(element: str, attributes: Attributes, order: tuple[str, ...]) -> tu
     markup = ""
     values = ""
     for name in _output_order(element, attributes, order):
-        value = attributes[name]
+        value = _attribute(attributes, name)
         if value:
             markup += f' {name}="{value}"'
             values += value
@@ -158,7 +195,7 @@ def _escaped_element(element: str, attributes: Attributes, order: tuple[str, ...
     """`<element a="..."/>` with every value escaped (the rare slow path)."""
     markup = ""
     for name in _output_order(element, attributes, order):
-        value = attributes[name]
+        value = _attribute(attributes, name)
         if value:
             markup += f' {name}="{escape_attribute(value)}"'
     return f"<{element}{markup}/>" if markup else ""
@@ -226,7 +263,7 @@ class DocumentWriter:
         if md:
             attributes = ""
             for name in _MD_ORDER.get(tuple(md)) or _output_order("rs:md", md, MD_ATTRIBUTES):
-                value = md[name]
+                value = _attribute(md, name)
                 if value:
                     attributes += f' {name}="{value}"'
                     values += value
@@ -258,6 +295,8 @@ class DocumentWriter:
         (rel, href, type) triples. Anything but plain values, a lastmod and
         whole links goes to `entry()`, which escapes it or raises.
         """
+        type = type and schema_type(type)
+        links = [(rel, href, t and schema_type(t)) for rel, href, t in links]
         if hash and length and type:
             md = f' hash="{hash}" length="{length}" type="{type}"'
         else:
@@ -346,6 +385,8 @@ def resource_url(record: ResourceRecord) -> bytes:
     through `DocumentWriter.resource_entry`, which escapes it or raises.
     """
     loc, md5, mime = record.uri, record.md5, record.mime
+    if mime:  # schema_type, its cache read here: a million-entry list makes a million
+        mime = _SCHEMA_TYPES.get(mime) or schema_type(mime)
     lastmod = w3c_datetime(record.lastmod)
     if loc and md5 and mime and not record.sha256:
         markup = (
@@ -354,6 +395,8 @@ def resource_url(record: ResourceRecord) -> bytes:
         )
         tags = _URL_MARKUP
         for rel, href, link_type in record.links:
+            if link_type:
+                link_type = _SCHEMA_TYPES.get(link_type) or schema_type(link_type)
             if not (rel and href and link_type):
                 break
             markup += f'<rs:ln rel="{rel}" href="{href}" type="{link_type}"/>'
@@ -383,6 +426,8 @@ def resource_urls(columns: ResourceColumns) -> bytes | None:
     or missing: the caller then writes the records one by one.
     """
     uris, lastmods, md5s, lengths, mimes, rels, hrefs, link_mimes = columns
+    mimes = _schema_types(mimes)
+    link_mimes = None if link_mimes is None else _schema_types(link_mimes)
     links = (rels, hrefs, link_mimes)
     linked = None not in links
     if not linked and links != (None, None, None):
@@ -416,6 +461,19 @@ def resource_urls(columns: ResourceColumns) -> bytes | None:
         return written.replace(b"&", b"&amp;")
     return b"".join(_checked_runs(entries, columns, tags))
 
+
+def _schema_types(column: Sequence[str]) -> Sequence[str]:
+    """The column's media types as `schema_type` writes them; itself when none changes."""
+    if not column or _UNCHANGED_TYPES.issuperset(column):
+        return column
+    written = [value and schema_type(value) for value in column]
+    if len(_UNCHANGED_TYPES) < _SCHEMA_TYPES_SIZE:
+        _UNCHANGED_TYPES.update(value for value in column if schema_type(value) == value)
+    return written
+
+
+#: Media types `schema_type` writes as they are: a column of only these is left as it is.
+_UNCHANGED_TYPES: set[str] = set()
 
 #: Entries checked together when a batch holds a value to escape: most runs are still plain.
 _RUN = 64

@@ -634,6 +634,29 @@ def test_after_every_hostile_event_the_set_still_publishes_the_next_valid_one(
     assert datetime.now(UTC) - Change.objects.latest("id").datetime < timedelta(minutes=1)
 
 
+def test_media_types_the_schema_cannot_express_leave_every_document_valid(
+    client, token, resource_set
+):
+    """`application/vnd.ms-excel` and parameters are fine media types, accepted; the
+    documents write them as the official schema takes them; the API keeps them whole."""
+    odd = ["application/vnd.ms-excel", "text/html; charset=utf-8", "text/x_y"]
+    events = [event(f"{n}.txt", mime=mime, ln=[link(mime=mime)]) for n, mime in enumerate(odd)]
+    with TestCase.captureOnCommitCallbacks(execute=True):
+        assert post(client, token, as_json(events), "application/json").status_code == 200
+    regenerate(resource_set)
+
+    for name in ("resourcelist.xml", "changelist.xml"):
+        response = client.get(f"/resourcesync/acme/articles/{name}")
+        document = assert_valid(b"".join(response.streaming_content))
+        types = document.xpath("//rs:md/@type | //rs:ln/@type", namespaces=NS)
+        assert sorted(types) == ["text/html", "text/html"]
+    changes = client.get(
+        reverse("api:changes", args=("acme", "articles")),
+        headers={"Authorization": f"Token {token.plain_key}"},
+    ).json()
+    assert sorted(c["mime"] for c in changes["results"]) == sorted(odd)
+
+
 @pytest.mark.skipif(connection.vendor != "sqlite", reason="SQLite's database-wide write lock")
 def test_a_write_that_waits_out_the_lock_is_a_503_to_retry(file_database, live_server):
     """Another writer holds SQLite's lock past the wait: 503 with Retry-After, not a 500."""

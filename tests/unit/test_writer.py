@@ -22,6 +22,7 @@ from sitemaps.protocol.writer import (
     render_document,
     resource_url,
     resource_urls,
+    schema_type,
 )
 
 S = f"{{{SITEMAP_NS}}}"
@@ -74,7 +75,8 @@ def lxml_document(
     def add_empty(
         parent: etree._Element, tag: str, attributes: Mapping[str, str], order: Sequence[str]
     ) -> None:
-        present = [(name, attributes[name]) for name in order if attributes.get(name)]
+        present = [(name, written(attributes, name)) for name in order if attributes.get(name)]
+        present = [(name, value) for name, value in present if value]
         if present:
             element = etree.SubElement(parent, tag)
             for name, value in present:
@@ -94,6 +96,11 @@ def lxml_document(
         for link in entry.links:
             add_empty(element, f"{RS}ln", link, LN_ATTRIBUTES)
     return etree.tostring(document.getroottree(), xml_declaration=True, encoding="UTF-8")
+
+
+def written(attributes: Mapping[str, str], name: str) -> str:
+    """An attribute as the writer means to write it: a `type` as the schema takes it."""
+    return schema_type(attributes[name]) if name == "type" else attributes[name]
 
 
 def hostile_value(rng: random.Random) -> str:
@@ -182,7 +189,8 @@ def test_hostile_values_round_trip_through_a_parser(seed: int) -> None:
 
         parsed_md = document.find(f"{RS}md")
         assert parsed_md is not None
-        assert dict(parsed_md.attrib) == {name: value for name, value in md.items() if value}
+        expected = {name: written(md, name) for name in md}
+        assert dict(parsed_md.attrib) == {name: value for name, value in expected.items() if value}
         # CR in text is kept as &#13;, so even it survives the parser's newline handling.
         locs = [loc.text for loc in document.iter(f"{S}loc")]
         assert locs == [entry.loc for entry in entries]
@@ -384,13 +392,30 @@ def test_resource_urls_of_usual_records_are_their_resource_url_entries(link: boo
 
 
 @pytest.mark.parametrize("value", HOSTILE_PIECES)
-@pytest.mark.parametrize("field", ["uri", "md5", "mime", "rel", "href", "link_mime"])
+@pytest.mark.parametrize("field", ["uri", "md5", "rel", "href"])
 def test_resource_urls_escape_what_resource_url_escapes(field: str, value: str) -> None:
     """A value to escape in one entry of a batch: that entry is escaped, the rest are not."""
     records = [usual_record(key) for key in range(1, 200)]
     records[130] = with_value(records[130], field, value)
 
     assert resource_urls(columns_of(records)) == b"".join(map(resource_url, records))
+
+
+@pytest.mark.parametrize("value", [*HOSTILE_PIECES, "text/plain; charset=utf-8", "a/b.c"])
+@pytest.mark.parametrize("field", ["mime", "link_mime"])
+def test_resource_urls_write_media_types_as_resource_url_does(field: str, value: str) -> None:
+    """As the schema takes them (`schema_type`); a type left out leaves the batch to
+    `resource_url`, as any empty value does."""
+    records = [usual_record(key) for key in range(1, 200)]
+    records[130] = with_value(records[130], field, value)
+
+    written = resource_urls(columns_of(records))
+    expected = b"".join(map(resource_url, records))
+    assert written == expected if schema_type(value) else written is None
+    urlset = f'<urlset xmlns="{SITEMAP_NS}" xmlns:rs="{RS_NS}">'.encode()
+    entry = etree.fromstring(urlset + expected + b"</urlset>")[130]
+    where = f"{RS}md" if field == "mime" else f"{RS}ln"
+    assert entry.find(where).get("type") == (schema_type(value) or None)
 
 
 @pytest.mark.parametrize("field", ["uri", "md5", "mime", "rel", "href", "link_mime"])
@@ -452,8 +477,8 @@ def test_injected_markup_cannot_create_elements(attack: str) -> None:
             Entry(
                 "http://example.com/" + attack,
                 attack,
-                {"type": "text/html" + attack, "hash": attack},
-                [{"rel": attack, "href": "http://example.com/" + attack, "type": attack}],
+                {"path": "/r" + attack, "hash": attack},
+                [{"rel": attack, "href": "http://example.com/" + attack, "path": attack}],
             )
         ],
     )
@@ -471,7 +496,7 @@ def test_injected_markup_cannot_create_elements(attack: str) -> None:
         f"{RS}ln",
     ]
     assert document.find(f"{S}url/{S}loc").text == "http://example.com/" + attack
-    assert document.find(f"{S}url/{RS}md").get("type") == "text/html" + attack
+    assert document.find(f"{S}url/{RS}md").get("path") == "/r" + attack
     assert document.find(f"{S}url/{RS}ln").get("rel") == attack
     assert not list(document.iter(etree.Comment, etree.ProcessingInstruction))
 
@@ -500,7 +525,7 @@ def test_forbidden_characters_are_rejected(character: str, place: str) -> None:
         if place == "resource entry loc":
             writer.resource_entry(bad, "2013-01-02T13:00:00Z", length="1")
         elif place == "resource entry md":
-            writer.resource_entry("http://example.com/", "2013-01-02T13:00:00Z", type=bad)
+            writer.resource_entry("http://example.com/", "2013-01-02T13:00:00Z", path=bad)
         elif place == "resource entry link":
             writer.resource_entry(
                 "http://example.com/", "2013-01-02T13:00:00Z", links=[("alternate", bad, "")]
@@ -510,7 +535,7 @@ def test_forbidden_characters_are_rejected(character: str, place: str) -> None:
         elif place == "lastmod":
             writer.entry("http://example.com/", bad)
         elif place == "md":
-            writer.entry("http://example.com/", md={"type": bad})
+            writer.entry("http://example.com/", md={"path": bad})
         elif place == "link":
             writer.entry("http://example.com/", links=[{"rel": "alternate", "href": bad}])
         elif place == "root md":
