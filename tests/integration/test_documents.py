@@ -352,8 +352,9 @@ def test_more_changes_at_one_instant_than_a_list_holds_are_split_inside_it(clien
     (the closed one's `until` is the next one's `from`), each change is in exactly one
     list, and the set goes on publishing: it stopped for good before."""
     resource_set = make_set(entries_per_document=3)
-    # A second ahead (after the open list's start), written with its trailing zero cut.
-    moment = (timezone.now() + timedelta(seconds=1)).replace(microsecond=123450)
+    # After the open list's start (the set's creation), written with its trailing zero cut.
+    now = timezone.now()
+    moment = now - timedelta(microseconds=now.microsecond % 10 or 10)
     ingest(resource_set, [event("created", f"same/{n}", datetime=moment) for n in range(7)])
     ingest(resource_set, [event("created", "later")])
     expected = sorted([f"http://data.example.org/same/{n}" for n in range(7)] + [LATER])
