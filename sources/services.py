@@ -211,7 +211,7 @@ def _apply_in_batches(
     seen_ids: set[str] = set()
     batch: list[Indexed] = []
     for index, item in enumerate(events):
-        error = item if isinstance(item, EventError) else _before(item, since, index)
+        error = item if isinstance(item, EventError) else _before(item, since, result, index)
         if error is not None:
             errors.append(error)
             if len(errors) >= MAX_REPORTED_ERRORS:
@@ -233,9 +233,12 @@ def _apply_in_batches(
     return errors
 
 
-def _before(event: Event, since: datetime | None, index: int) -> EventError | None:
-    """An error if the event is dated before the open Change List."""
-    if event.datetime is None or since is None or event.datetime >= since:
+def _before(
+    event: Event, since: datetime | None, result: IngestResult, index: int
+) -> EventError | None:
+    """An error if the event is dated before the open Change List (and not at receipt)."""
+    moment = event.datetime
+    if moment is None or moment >= result.received_at or since is None or moment >= since:
         return None
     message = (
         f"is before {since.isoformat()}, when the open change list starts; "
@@ -286,24 +289,31 @@ def _moments(events: list[Indexed], result: IngestResult, clock: LocationClock) 
     order (so Change Lists can split between two events), never before its location's
     latest change (sources.ordering); an event dated before that is refused.
 
-    A datetime ahead of the receipt time (the clock skew allows one) is the sender's clock
-    running fast: it becomes the receipt time, or a list would close in the future.
+    A datetime at or past the receipt time (the clock skew allows one) is the sender's
+    clock running fast: the event is dated as an undated one, or a list would close in
+    the future.
     """
-    moments = [
-        min(event.datetime, result.dated_from)
-        if event.datetime
-        else result.dated_from + timedelta(microseconds=result.accepted + position)
-        for position, (_, event) in enumerate(events)
-    ]
+    moments: list[datetime] = []
+    at_receipt: list[bool] = []
+    for position, (_, event) in enumerate(events):
+        receipt = result.dated_from + timedelta(microseconds=result.accepted + position)
+        own = None if _dated_at_receipt(event, result) else event.datetime
+        at_receipt.append(own is None)
+        moments.append(own or receipt)
     clock.look_up((event.uri, moment) for (_, event), moment in zip(events, moments, strict=True))
     for position, (index, event) in enumerate(events):
         earliest = clock.earliest(event.uri)
         if earliest is not None and moments[position] < earliest:
-            if event.datetime is not None:
+            if not at_receipt[position]:
                 raise EventsRejected([_out_of_order(index, earliest)])
             moments[position] = earliest
         clock.record(event.uri, moments[position])
     return moments
+
+
+def _dated_at_receipt(event: Event, result: IngestResult) -> bool:
+    """Undated, or dated at or past its receipt (the sender's clock runs fast)."""
+    return event.datetime is None or event.datetime >= result.received_at
 
 
 def _out_of_order(index: int, earliest: datetime) -> EventError:

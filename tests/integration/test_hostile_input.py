@@ -356,6 +356,34 @@ def test_a_change_dated_ahead_is_recorded_at_its_receipt(client, token, resource
 
 
 @override_settings(INGEST_CLOCK_SKEW_SECONDS=300)
+def test_changes_dated_ahead_are_dated_as_undated_ones(client, token, resource_set):
+    """One microsecond apart in request order, after the location's undated change just
+    before: not all at one instant, and not refused as out of order."""
+    events = [event("b.txt"), event("a.txt"), event("a.txt", datetime=at(10))]
+    events += [event(f"{n}.txt", datetime=at(100 + n)) for n in range(3)]
+
+    response = post_events(client, token, *events)
+
+    assert response.status_code == 200, response.json()
+    moments = list(Change.objects.order_by("id").values_list("datetime", flat=True))
+    assert moments == sorted(moments) and len(set(moments)) == 6
+
+
+def test_a_change_dated_ahead_goes_into_an_open_list_that_starts_ahead(
+    client, token, resource_set
+):
+    """A list closed a little in the future (as lists did before changes dated ahead were
+    dated at receipt): a change dated between the clock and that start is dated at it."""
+    opens = timezone.now() + timedelta(seconds=120)
+    ResourceSet.objects.filter(pk=resource_set.pk).update(accepts_changes_since=opens)
+
+    response = post(client, token, as_json(event(datetime=at(60))), "application/json")
+
+    assert response.status_code == 200, response.json()
+    assert Change.objects.get().datetime >= opens
+
+
+@override_settings(INGEST_CLOCK_SKEW_SECONDS=300)
 def test_other_locations_may_be_dated_in_any_order(client, token):
     first = event("a.txt", datetime=at(60))
     assert post_events(client, token, first).status_code == 200
