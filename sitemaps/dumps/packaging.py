@@ -42,6 +42,8 @@ CHUNK_SIZE = 1024 * 1024
 MANIFEST_FRAME_BYTES = 2048
 #: ZIP timestamps cannot be older than this.
 ZIP_EPOCH = dt.datetime(1980, 1, 1, tzinfo=dt.UTC)
+#: The last instant a ZIP (DOS) timestamp holds: its year is 7 bits from 1980.
+ZIP_END = dt.datetime(2107, 12, 31, 23, 59, 58, tzinfo=dt.UTC)
 
 Record = ResourceRecord | ChangeRecord
 
@@ -139,8 +141,9 @@ def plan_package(items: Iterable[Item], limits: Limits, render: Callable[[Item],
 
 
 def _zip_time(value: dt.datetime | None) -> tuple[int, int, int, int, int, int]:
-    """A ZIP timestamp (UTC, two-second precision) from a record's lastmod."""
-    value = max(value.astimezone(dt.UTC), ZIP_EPOCH) if value is not None else ZIP_EPOCH
+    """A ZIP timestamp (UTC, two-second precision) from a record's lastmod, within the
+    years a ZIP can date (the manifest keeps the exact lastmod)."""
+    value = min(max(value.astimezone(dt.UTC), ZIP_EPOCH), ZIP_END) if value else ZIP_EPOCH
     return (value.year, value.month, value.day, value.hour, value.minute, value.second)
 
 

@@ -230,6 +230,26 @@ def test_a_path_xml_cannot_hold_leaves_only_its_bitstream_out(client, tmp_path: 
     assert list(check_package(client, entry, "changedump-manifest").values()) == [b"fine\n"]
 
 
+def test_a_lastmod_past_what_zip_can_date_is_packaged(client, tmp_path: Path) -> None:
+    """ZIP dates run from 1980 to 2107; a lastmod of 2200 (a fine W3C datetime) failed
+    every dump run of its set with a struct.error, for good."""
+    files = FileSet(tmp_path / "files")
+    late = dataclasses.replace(
+        files.write("late.txt", b"late\n"), lastmod=when("2200-01-01T00:00:00Z")
+    )
+    early = dataclasses.replace(
+        files.write("early.txt", b"early\n"), lastmod=when("1900-01-01T00:00:00Z")
+    )
+
+    report = files.post([late, early])
+
+    assert report.dumps.skipped == []
+    assert resource_dump(client) == {
+        PREFIX + "late.txt": b"late\n",
+        PREFIX + "early.txt": b"early\n",
+    }
+
+
 def test_one_update_rebuilds_exactly_one_package(tmp_path: Path, client) -> None:
     files = FileSet(tmp_path / "files", entries_per_document=4)
     files.post([files.write(f"r{n:02d}.txt", content(n)) for n in range(12)])
