@@ -40,6 +40,9 @@ except ImportError:  # pragma: no cover - depends on the machine
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _CHUNK = 1024 * 1024
+#: The mtimes a lastmod can be (microseconds since the epoch): the years 1 to 9999.
+_FIRST_US = (datetime(1, 1, 1, tzinfo=UTC) - _EPOCH) // timedelta(microseconds=1)
+_LAST_US = (datetime.max.replace(tzinfo=UTC) - _EPOCH) // timedelta(microseconds=1)
 DEFAULT_MIME = "application/octet-stream"
 
 
@@ -144,6 +147,22 @@ class FolderWalker:
         return self.walk(self.root, "")
 
     def walk(self, directory: str, prefix: str) -> Iterator[FoundFile | Skipped]:
+        """Depth first in name order, with a stack of its own: a tree deeper than Python
+        recurses (about 1,000 folders) failed the whole scan, every time."""
+        folders = [self.listed(directory, prefix)]
+        while folders:
+            item = next(folders[-1], None)
+            if item is None:
+                folders.pop()
+            elif isinstance(item, Skipped):
+                yield item
+            elif item[0].is_dir(follow_symlinks=False):
+                folders.append(self.listed(item[0].path, item[1] + "/"))
+            elif found := self.examine(*item):
+                yield found
+
+    def listed(self, directory: str, prefix: str) -> Iterator[tuple[os.DirEntry, str] | Skipped]:
+        """A folder's entries with their rel_paths, by name; read when first asked for."""
         try:
             with os.scandir(directory) as entries:
                 listed = sorted(entries, key=_BY_NAME)
@@ -156,11 +175,7 @@ class FolderWalker:
             )
             return
         for entry in listed:
-            rel_path = prefix + entry.name
-            if entry.is_dir(follow_symlinks=False):
-                yield from self.walk(entry.path, rel_path + "/")
-            elif found := self.examine(entry, rel_path):
-                yield found
+            yield entry, prefix + entry.name
 
     def examine(self, entry: os.DirEntry, rel_path: str) -> FoundFile | Skipped | None:
         """One directory entry that is not a real folder; None for a known file unchanged.
@@ -191,6 +206,8 @@ class FolderWalker:
             if length == status.st_size and lastmod_us == mtime_us:
                 self.unchanged += 1
                 return None
+        if not _FIRST_US <= mtime_us <= _LAST_US:  # a lastmod no database holds
+            return Skipped(self.shown(rel_path), "modified outside the years 1 to 9999", uri)
         return FoundFile(entry.path, rel_path, uri, status.st_size, mtime_us, before)
 
     @staticmethod

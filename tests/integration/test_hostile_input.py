@@ -369,9 +369,7 @@ def test_changes_dated_ahead_are_dated_as_undated_ones(client, token, resource_s
     assert moments == sorted(moments) and len(set(moments)) == 6
 
 
-def test_a_change_dated_ahead_goes_into_an_open_list_that_starts_ahead(
-    client, token, resource_set
-):
+def test_a_change_dated_ahead_goes_into_an_open_list_that_starts_ahead(client, token, resource_set):
     """A list closed a little in the future (as lists did before changes dated ahead were
     dated at receipt): a change dated between the clock and that start is dated at it."""
     opens = timezone.now() + timedelta(seconds=120)

@@ -6,8 +6,11 @@ import builtins
 import hashlib
 import io
 import os
+import shutil
+import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from unittest import mock
 
@@ -253,6 +256,51 @@ def test_names_no_url_can_carry_are_skipped(resource_set, root):
         "bell\\x07.txt": "name no URL can carry: must not contain control characters.",
         "latin-\ufffd.txt": "name no URL can carry: is not UTF-8.",
     }
+
+
+@pytest.fixture
+def tmpfs_root(resource_set, tmp_path) -> Iterator[Path]:
+    """The set's root on tmpfs, which keeps any mtime (ext4 keeps 1901 to 2446)."""
+    if not os.path.isdir("/dev/shm"):
+        pytest.skip("no /dev/shm")
+    folder = Path(tempfile.mkdtemp(dir="/dev/shm"))
+    ResourceSet.objects.filter(pk=resource_set.pk).update(resource_root_dir=str(folder))
+    resource_set.refresh_from_db()
+    yield folder
+    shutil.rmtree(folder)
+
+
+@pytest.mark.parametrize("seconds", [253402300800, -62135596801])  # year 10000, year 0
+def test_a_file_dated_outside_the_years_1_to_9999_is_skipped(resource_set, tmpfs_root, seconds):
+    """Its lastmod could not be kept: the whole scan failed with an OverflowError, every
+    time, and the folder's other files went unpublished."""
+    write(tmpfs_root, "ok.txt", b"fine")
+    os.utime(write(tmpfs_root, "odd.txt", b"odd"), ns=(0, seconds * 10**9))
+
+    report = scan_folder(resource_set=resource_set)
+
+    assert set(published(resource_set)) == {"ok.txt"}
+    reasons = {item.rel_path: item.reason for item in report.skipped}
+    assert reasons == {"odd.txt": "modified outside the years 1 to 9999"}
+
+
+def test_a_folder_deeper_than_python_recurses_is_walked(resource_set, root):
+    """1,100 folders deep: the scan failed with a RecursionError, every time, and nothing
+    new under the root was published. (So deep a file's URI is past the 2,048 characters
+    a URI may have: it is reported, as any name no URL can carry.)"""
+    folder = root
+    for _ in range(1100):  # pathlib's and os's own makedirs recurse too
+        folder /= "d"
+        folder.mkdir()
+    (folder / "bottom.txt").write_bytes(b"deep")
+    write(root, "top.txt", b"top")
+
+    report = scan_folder(resource_set=resource_set)
+
+    assert set(published(resource_set)) == {"top.txt"}
+    (skipped,) = report.skipped
+    assert skipped.rel_path == "d/" * 1100 + "bottom.txt"
+    assert "2048" in skipped.reason
 
 
 def test_resources_posted_outside_the_folder_prefix_are_left_alone(resource_set, root):
