@@ -35,6 +35,16 @@ _HEADER_INJECTION = re.compile(r"[\r\n\x00]")
 _QUICKACK: int | None = getattr(socket, "TCP_QUICKACK", None)
 
 
+def _acknowledge_quickly(sock: socket.socket) -> None:
+    """Set `_QUICKACK` where the system has it; stop trying where it is refused."""
+    global _QUICKACK
+    if _QUICKACK is not None:
+        try:
+            sock.setsockopt(socket.IPPROTO_TCP, _QUICKACK, 1)
+        except OSError:  # a sandbox or kernel without it: no reason to fail a GET
+            _QUICKACK = None
+
+
 class ProtocolError(Exception):
     """The answer does not follow HTTP/1.1 (or the connection ended inside it)."""
 
@@ -102,10 +112,9 @@ class Connection:
         self._pace.restart()
         try:
             self._socket.sendall(request)
-            if _QUICKACK is not None:
-                self._socket.setsockopt(socket.IPPROTO_TCP, _QUICKACK, 1)
         except (BrokenPipeError, ConnectionResetError) as error:
             raise StaleConnection(str(error)) from error
+        _acknowledge_quickly(self._socket)
         return self._read_head()
 
     def _open(self) -> None:

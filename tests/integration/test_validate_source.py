@@ -155,7 +155,9 @@ def test_the_command_exits_non_zero_on_a_problem(portal: str) -> None:
     assert "1 problem(s) found" in result.stderr
 
 
-@pytest.mark.parametrize("url", ["tests/data/ex_1.xml", "file:///tmp/ex_1.xml", "http:///x"])
+@pytest.mark.parametrize(
+    "url", ["tests/data/ex_1.xml", "file:///tmp/ex_1.xml", "http:///x", "http://[::1/x"]
+)
 def test_a_url_that_is_no_http_url_is_refused_by_name(url: str) -> None:
     """It said "outside the source's authority (://:0)" and counted one document checked."""
     out, error = run(url)

@@ -123,6 +123,7 @@ def test_small_gets_share_one_kept_alive_connection(serve) -> None:
     assert server.connections == 1
 
 
+@pytest.mark.skipif(not hasattr(socket, "TCP_QUICKACK"), reason="Linux's delayed ACK")
 def test_a_server_sending_head_and_body_apart_answers_without_delay(serve) -> None:
     """Such a server (Django's runserver: `make run`) holds a small body back until the
     head is acknowledged (Nagle), and Linux delays that ACK by 40 ms on a kept-alive

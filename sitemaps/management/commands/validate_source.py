@@ -7,11 +7,10 @@ when there was any problem.
 
 from __future__ import annotations
 
-from urllib.parse import urlsplit
-
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from validator import Report, validate_source
+from validator.authority import is_absolute_http
 
 
 class Command(BaseCommand):
@@ -35,8 +34,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options) -> None:
         url = options["url"]
-        parts = urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
+        if not is_absolute_http(url):
             raise CommandError(
                 f"{url!r} is not an http:// or https:// URL: sources are checked over HTTP "
                 "(to check files, serve their folder, e.g. with python3 -m http.server)"
