@@ -39,7 +39,10 @@ def parse_human_duration(text: str) -> timedelta | None:
     parts = _PART.findall(text)
     if parts and _PART.sub("", text).strip() == "":
         if all(unit in _SECONDS for _, unit in parts):
-            return timedelta(seconds=sum(float(n) * _SECONDS[unit] for n, unit in parts))
+            try:
+                return timedelta(seconds=sum(float(n) * _SECONDS[unit] for n, unit in parts))
+            except OverflowError:  # past timedelta's 999,999,999 days
+                return None
         return None
     return parse_duration(text)
 

@@ -101,6 +101,19 @@ class ResourceSet(models.Model):
             return CapabilitySettings(resource_set=self)
 
 
+#: A Change List rotation period the admin takes: shorter, the open list closed at every
+#: run (and beat ran one every 30 s); longer, past what every database's interval holds.
+ROTATION_BOUNDS = (timedelta(minutes=1), timedelta(days=3650))
+
+
+def validate_rotation(value: timedelta) -> None:
+    shortest, longest = ROTATION_BOUNDS
+    if value < shortest:
+        raise ValidationError("The rotation period must be at least 1 minute.")
+    if value > longest:
+        raise ValidationError("The rotation period must be at most 3650 days.")
+
+
 class CapabilitySettings(models.Model):
     """What a set publishes and how its documents are paged and refreshed."""
 
@@ -117,7 +130,9 @@ class CapabilitySettings(models.Model):
         validators=[MinValueValidator(1), MaxValueValidator(MAX_ENTRIES_PER_DOCUMENT)],
     )
     changelist_rotation = models.DurationField(
-        default=timedelta(days=1), help_text="The open Change List closes after this period."
+        default=timedelta(days=1),
+        validators=[validate_rotation],
+        help_text="The open Change List closes after this period.",
     )
     changelist_keep = models.PositiveIntegerField(
         null=True,

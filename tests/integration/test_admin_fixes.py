@@ -80,6 +80,29 @@ def test_an_unreadable_rotation_period_is_refused_with_an_example(admin_client):
     assert "Enter a duration such as &quot;1 day&quot;" in response.content.decode()
 
 
+@pytest.mark.parametrize(
+    ("typed", "message"),
+    [
+        ("0", "at least 1 minute"),
+        ("-1 00:00:00", "at least 1 minute"),
+        ("999999999 days", "at most 3650 days"),
+        ("1e30 days", "Enter a duration such as"),
+    ],
+)
+def test_a_rotation_period_out_of_bounds_is_refused_by_name(admin_client, typed, message):
+    """0 or less closed the open list at every run (and beat ran one every 30 s); a huge
+    one was a 500 (OverflowError) on saving."""
+    resource_set = make_set()
+    url = reverse("admin:sources_resourceset_change", args=[resource_set.pk])
+
+    response = admin_client.post(url, capability_form(resource_set, typed))
+
+    assert response.status_code == 200
+    assert message in response.content.decode().replace("&quot;", '"')
+    resource_set.capability_settings.refresh_from_db()
+    assert resource_set.capability_settings.changelist_rotation == timedelta(days=1)
+
+
 def test_lists_show_times_to_the_second(admin_client):
     created(make_set(), 1)
     Change.objects.update(datetime=datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC))
