@@ -7,6 +7,7 @@ The database rows are the durable record; Elasticsearch mirrors them.
 from __future__ import annotations
 
 import hashlib
+import os
 import secrets
 from datetime import timedelta
 from typing import Any
@@ -38,6 +39,12 @@ class DataProvider(models.Model):
         return self.name
 
 
+def validate_absolute_directory(value: str) -> None:
+    """A relative root would be read from wherever each process happened to start."""
+    if value and not os.path.isabs(value):
+        raise ValidationError("Give an absolute directory, such as /srv/data/articles.")
+
+
 class ResourceSet(models.Model):
     """A set of resources with its own Capability List."""
 
@@ -53,6 +60,7 @@ class ResourceSet(models.Model):
     resource_root_dir = models.CharField(
         max_length=1000,
         blank=True,
+        validators=[validate_absolute_directory],
         help_text="Absolute directory that abs_path locations must lie inside.",
     )
     protected = models.BooleanField(

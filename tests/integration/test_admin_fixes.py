@@ -103,6 +103,18 @@ def test_a_rotation_period_out_of_bounds_is_refused_by_name(admin_client, typed,
     assert resource_set.capability_settings.changelist_rotation == timedelta(days=1)
 
 
+def test_a_relative_resource_root_is_refused_by_name(admin_client):
+    """It was saved, and each process then read files relative to where it started."""
+    resource_set = make_set()
+    url = reverse("admin:sources_resourceset_change", args=[resource_set.pk])
+    form = {**capability_form(resource_set, "1 day"), "resource_root_dir": "relative/dir"}
+
+    response = admin_client.post(url, form)
+
+    assert response.status_code == 200
+    assert "Give an absolute directory" in response.content.decode()
+
+
 def test_lists_show_times_to_the_second(admin_client):
     created(make_set(), 1)
     Change.objects.update(datetime=datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC))
