@@ -254,6 +254,12 @@ def test_refusals_name_the_problem(tmp_path: Path) -> None:
         export("acme/other", "--to", str(tmp_path / "www"))
     with pytest.raises(CommandError, match="--base-url"):
         export("acme/articles", "--to", str(tmp_path / "www"), "--base-url", "ftp://x")
+    # A file where the folder goes, a folder where the ZIP goes: tracebacks before.
+    (tmp_path / "a-file").write_bytes(b"")
+    with pytest.raises(CommandError, match=r"--to: .*a-file is not a folder"):
+        export("acme/articles", "--to", str(tmp_path / "a-file"))
+    with pytest.raises(CommandError, match=r"--zip: .*root is a folder"):
+        export("acme/articles", "--zip", str(tmp_path / "root"))
 
 
 def test_a_new_set_exports_its_empty_lists(

@@ -181,6 +181,8 @@ def test_runs_command_prints_recent_runs_with_filters():
     assert out.getvalue().count("\n") == 1
     with pytest.raises(CommandError, match="--set: no resource set 'acme/nope'"):
         call_command("runs", "--set", "acme/nope")
+    with pytest.raises(CommandError, match="--limit must be between 1 and 10000"):
+        call_command("runs", "--limit", "99999999999999999999")  # an IntegrityError before
 
 
 def test_admin_lists_runs_with_filters_and_shows_one(admin_client):

@@ -325,6 +325,9 @@ def test_the_command_reports_and_refuses(resource_set, root):
         call_command("scan", "acme/files", stdout=out)
     with pytest.raises(CommandError, match="<provider>/<set>"):
         call_command("scan", "acme", stdout=out)
+    for interval in ("0", "nan", "1e308"):  # nan passed, 1e308 an OverflowError
+        with pytest.raises(CommandError, match="--interval must be between 0 and 86400"):
+            call_command("scan", "acme/files", "--watch", "--interval", interval, stdout=out)
 
 
 def watch_until_created(resource_set, root, name: str, **options) -> float:

@@ -14,6 +14,10 @@ from sources.models import ResourceSet
 ERROR_WIDTH = 100
 
 
+#: The most runs one listing shows (a limit past a database integer was an error).
+MAX_LIMIT = 10_000
+
+
 class Command(BaseCommand):
     help = (
         "Print the newest runs from the journal (regenerations, scans, exports, dumps, harvests)."
@@ -25,8 +29,8 @@ class Command(BaseCommand):
         parser.add_argument("--limit", type=int, default=20, help="how many runs (default 20)")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        if options["limit"] < 1:
-            raise CommandError("--limit must be at least 1")
+        if not 1 <= options["limit"] <= MAX_LIMIT:
+            raise CommandError(f"--limit must be between 1 and {MAX_LIMIT}")
         resource_set = _resource_set(options["set_path"]) if options["set_path"] else None
         runs = runs_recent(resource_set=resource_set, kind=options["kind"], limit=options["limit"])
         if not runs:

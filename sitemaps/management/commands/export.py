@@ -43,6 +43,10 @@ class Command(BaseCommand):
             check_url(base_url)
         except LocationError as error:
             raise CommandError(f"--base-url {error}") from None
+        if options["to"] and options["to"].exists() and not options["to"].is_dir():
+            raise CommandError(f"--to: {options['to']} is not a folder")
+        if options["zip"] and options["zip"].is_dir():
+            raise CommandError(f"--zip: {options['zip']} is a folder")
         target: ExportTarget = (
             DirectoryTarget(options["to"]) if options["to"] else ZipTarget(options["zip"])
         )

@@ -8,6 +8,9 @@ from sources.management.sets import resource_set_from_path
 from sources.scanning import ScanError, ScanReport
 from sources.watching import FolderWatch
 
+#: The longest --interval: a day (1e308 was an OverflowError in the timer).
+MAX_INTERVAL = 86400
+
 
 class Command(BaseCommand):
     help = (
@@ -31,8 +34,8 @@ class Command(BaseCommand):
     def handle(self, *args, **options) -> None:
         resource_set = resource_set_from_path(options["set"])
         self.resource_set_path = resource_set.path
-        if options["interval"] <= 0:
-            raise CommandError("--interval must be positive")
+        if not 0 < options["interval"] <= MAX_INTERVAL:  # also refuses nan
+            raise CommandError(f"--interval must be between 0 and {MAX_INTERVAL} seconds")
         watch = FolderWatch(resource_set, interval=options["interval"], on_scan=self.show)
         try:
             if options["watch"]:
