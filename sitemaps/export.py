@@ -17,6 +17,7 @@ destination would get a 404.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections import deque
 from collections.abc import Iterator
@@ -36,8 +37,8 @@ from . import links
 from .export_targets import ExportCounts, ExportTarget, UnsafeExportPath, safe_relative
 from .protocol.builders import CapabilityListRef, build_source_description
 from .protocol.constants import Capability
-from .protocol.reader import Document, ResourceSyncParseError
-from .rewriting import PrefixRewrite, rewrite_document
+from .protocol.reader import Document, ResourceSyncParseError, parse_document
+from .rewriting import PrefixRewrite, render_parsed, rewrite_document
 
 SOURCE_DESCRIPTION_PATH = ".well-known/resourcesync"
 FILES_PATH = "files"
@@ -45,6 +46,7 @@ FILES_PATH = "files"
 _LISTS_OF_DOCUMENTS = {Capability.CAPABILITY_LIST, Capability.DESCRIPTION}
 #: Lists whose entries are packages (binary), with manifests behind `contents` links.
 _DUMPS = {Capability.RESOURCE_DUMP, Capability.CHANGE_DUMP}
+_NOTIFICATIONS = {Capability.CHANGE_NOTIFICATION, Capability.FRAMEWORK_NOTIFICATION}
 
 
 class ExportError(Exception):
@@ -176,9 +178,10 @@ class SetExport:
     def export_document(self, url: str) -> list[str]:
         """Export one document; the documents it leads to."""
         try:
-            document, rewritten = rewrite_document(_body(url), self.rewrite)
+            document = without_notifications(parse_document(_body(url)))
         except ResourceSyncParseError as error:
             raise ExportError(f"{url}: {error}") from error
+        rewritten = render_parsed(document, self.rewrite)
         self.target.put_bytes(self.path_of(self.rewrite(url)), rewritten)
         self.report.documents += 1
         following = [link.href for link in document.links if link.rel != "up"]
@@ -235,6 +238,15 @@ class SetExport:
         if not os.path.realpath(path).startswith(real_root.rstrip(os.sep) + os.sep):
             return None
         return path if path.is_file() else None
+
+
+def without_notifications(document: Document) -> Document:
+    """A Capability List without its notification topics: a static copy has no hub to
+    subscribe at, and the portal's hub refuses topics at another address."""
+    if document.capability != Capability.CAPABILITY_LIST:
+        return document
+    kept = tuple(entry for entry in document.entries if entry.capability not in _NOTIFICATIONS)
+    return dataclasses.replace(document, entries=kept)
 
 
 def export_set(

@@ -23,6 +23,7 @@ from urllib.parse import quote
 import httpx
 import pytest
 from django.core.management import CommandError, call_command
+from django.test import Client
 
 from sitemaps.export_targets import STATE_FILE
 from sitemaps.protocol.reader import parse_document
@@ -260,6 +261,27 @@ def test_refusals_name_the_problem(tmp_path: Path) -> None:
         export("acme/articles", "--to", str(tmp_path / "a-file"))
     with pytest.raises(CommandError, match=r"--zip: .*root is a folder"):
         export("acme/articles", "--zip", str(tmp_path / "root"))
+
+
+def test_notification_topics_are_left_out_of_the_copy(tmp_path: Path) -> None:
+    """A static copy answers no subscription: it listed the topics at its own address with
+    the portal's hub, which refuses topics that are not its own."""
+    files = FileSet(tmp_path / "root")
+    CapabilitySettings.objects.filter(resource_set=files.resource_set).update(
+        publish_notifications=True
+    )
+    files.ingest([files.write("one.txt", article(1))])
+    folder = tmp_path / "www"
+
+    export("acme/articles", "--to", str(folder))
+
+    response = Client().get("/resourcesync/acme/articles/capabilitylist.xml")
+    served = parse_document(response.content)
+    copied = (folder / "resourcesync/acme/articles/capabilitylist.xml").read_bytes()
+    notifications = {"change-notification", "framework-notification"}
+    assert notifications <= {entry.capability for entry in served.entries}
+    assert not notifications & {entry.capability for entry in parse_document(copied).entries}
+    assert b"/hub" not in copied
 
 
 def test_a_new_set_exports_its_empty_lists(
