@@ -285,35 +285,39 @@ def _apply_batch(
 
 
 def _moments(events: list[Indexed], result: IngestResult, clock: LocationClock) -> list[datetime]:
-    """Each event's datetime: its own, or its receipt time, one microsecond apart in request
-    order (so Change Lists can split between two events), never before its location's
-    latest change (sources.ordering); an event dated before that is refused.
+    """Each event's datetime (sources.ordering): its own, or its receipt time, one
+    microsecond apart in request order (so Change Lists can split between two events).
 
-    A datetime at or past the receipt time (the clock skew allows one) is the sender's
-    clock running fast: the event is dated as an undated one, or a list would close in
-    the future.
+    Dated at receipt: an undated event; one dated at or past its receipt (the sender's
+    clock runs fast: kept, a list would close in the future); and one dated before the
+    set's latest change (kept, destinations that already read past it would miss it).
+    No event is dated before the set's latest change, nor before an earlier event of its
+    location in the request (one its sender dated so is refused).
     """
     moments: list[datetime] = []
-    at_receipt: list[bool] = []
-    for position, (_, event) in enumerate(events):
-        receipt = result.dated_from + timedelta(microseconds=result.accepted + position)
-        own = None if _dated_at_receipt(event, result) else event.datetime
-        at_receipt.append(own is None)
-        moments.append(own or receipt)
-    clock.look_up((event.uri, moment) for (_, event), moment in zip(events, moments, strict=True))
     for position, (index, event) in enumerate(events):
+        own = _kept_datetime(event, result, clock)
+        moment = own or result.dated_from + timedelta(microseconds=result.accepted + position)
+        if own is None and clock.committed is not None:  # a receipt behind a change dated
+            moment = max(moment, clock.committed)  # ahead (older versions kept those)
         earliest = clock.earliest(event.uri)
-        if earliest is not None and moments[position] < earliest:
-            if not at_receipt[position]:
+        if earliest is not None and moment < earliest:
+            if own is not None:
                 raise EventsRejected([_out_of_order(index, earliest)])
-            moments[position] = earliest
-        clock.record(event.uri, moments[position])
+            moment = earliest
+        clock.record(event.uri, moment)
+        moments.append(moment)
     return moments
 
 
-def _dated_at_receipt(event: Event, result: IngestResult) -> bool:
-    """Undated, or dated at or past its receipt (the sender's clock runs fast)."""
-    return event.datetime is None or event.datetime >= result.received_at
+def _kept_datetime(event: Event, result: IngestResult, clock: LocationClock) -> datetime | None:
+    """The event's own datetime, or None where it is dated at receipt (`_moments`)."""
+    own = event.datetime
+    if own is None or own >= result.received_at:
+        return None
+    if clock.committed is not None and own < clock.committed:
+        return None
+    return own
 
 
 def _out_of_order(index: int, earliest: datetime) -> EventError:

@@ -78,8 +78,10 @@ Semantics, applied in request order:
 - `datetime` defaults to the time of receipt and must not be earlier than the
   start of the set's open change list, nor later than the server's clock plus
   {settings.INGEST_CLOCK_SKEW_SECONDS} seconds (`INGEST_CLOCK_SKEW_SECONDS`).
-- A location's changes are dated in the order they happen: an event dated before
-  its location's latest change is refused; an undated one is dated no earlier.
+- Changes are listed in the order they arrive: an event dated before the set's
+  latest change (from an earlier request) is dated at its receipt, where a destination
+  resuming from the newest datetime it read still finds it. Within one request, an
+  event dated before an earlier event of its location is refused.
 - `lastmod` and `datetime` must lie within the years 1 to 9999 in UTC.
 - Locations, links, media types and ids must not contain characters that
   XML 1.0 forbids (control characters, lone surrogates, U+FFFE, U+FFFF); a

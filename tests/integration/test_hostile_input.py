@@ -288,31 +288,42 @@ def at(seconds: float) -> str:
 
 
 def test_a_change_dated_before_its_locations_latest_is_refused(client, token, resource_set):
-    """The Change List would list it first, and end with a state the snapshot has not.
-    (No regeneration runs here: the open Change List keeps starting an hour ago.)"""
+    """In one request: the Change List would list it first, and end with a state the
+    snapshot has not. Across requests it is dated at its receipt, after the first, as the
+    snapshot applied them. (No regeneration runs here: the open list starts an hour ago.)"""
     an_hour_ago = timezone.now() - timedelta(hours=1)
     ResourceSet.objects.filter(pk=resource_set.pk).update(accepts_changes_since=an_hour_ago)
 
-    def post_events(client, token, *events) -> Any:
+    def post_events(*events) -> Any:
         return post(client, token, as_json(list(events)), "application/json")
 
-    assert post_events(client, token, event("a.txt", datetime=at(-60))).status_code == 200
-
-    response = post_events(client, token, event("a.txt", change="deleted", datetime=at(-90)))
-
-    assert response.status_code == 400, response.json()
-    (error,) = response.json()["errors"]
-    assert (error["index"], error["field"]) == (0, "datetime")
-    assert "latest change" in error["message"]
-    assert Change.objects.count() == 1
-    # In one request too, and a location deleted earlier counts as well.
     both = [event("b.txt", datetime=at(-60)), event("c.txt"), event("b.txt", datetime=at(-90))]
-    response = post_events(client, token, *both)
+    response = post_events(*both)
     assert [(e["index"], e["field"]) for e in response.json()["errors"]] == [(2, "datetime")]
-    gone = event("d.txt", change="deleted", datetime=at(-60))
-    assert post_events(client, token, gone).status_code == 200
-    assert post_events(client, token, event("d.txt", datetime=at(-90))).status_code == 400
-    assert Change.objects.count() == 2
+    assert "latest change" in response.json()["errors"][0]["message"]
+    assert Change.objects.count() == 0
+
+    assert post_events(event("a.txt", datetime=at(-60))).status_code == 200
+    later = post_events(event("a.txt", change="deleted", datetime=at(-90)))
+    assert later.status_code == 200, later.json()
+    created, deleted = Change.objects.order_by("id")
+    assert (created.change, deleted.change) == ("created", "deleted")
+    assert deleted.datetime > created.datetime
+
+
+def test_a_change_dated_before_the_sets_latest_is_dated_at_its_receipt(client, token, resource_set):
+    """Listed before changes already published, a destination resuming from the newest
+    datetime it applied (resync, and the portal's own harvester) would never read it."""
+    an_hour_ago = timezone.now() - timedelta(hours=1)
+    ResourceSet.objects.filter(pk=resource_set.pk).update(accepts_changes_since=an_hour_ago)
+    first = post(client, token, as_json([event("a.txt", datetime=at(-60))]), "application/json")
+    assert first.status_code == 200
+
+    response = post(client, token, as_json([event("b.txt", datetime=at(-90))]), "application/json")
+
+    assert response.status_code == 200, response.json()
+    a, b = Change.objects.order_by("id")
+    assert b.datetime > a.datetime and b.datetime > timezone.now() - timedelta(seconds=30)
 
 
 def test_an_undated_change_is_dated_no_earlier_than_its_locations_latest(
