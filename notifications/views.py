@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.core.exceptions import RequestDataTooBig, TooManyFieldsSent
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBase
 from django.utils.decorators import method_decorator
 from django.views import View
@@ -32,14 +33,18 @@ class HubView(View):
         if not notification_settings().embedded_hub:
             raise Http404("This portal publishes through another hub.")
         try:
-            pending = hub.subscription_request(request.POST, request_token(request))
+            form = request.POST
+        except (TooManyFieldsSent, RequestDataTooBig) as error:
+            return _text(f"request: too many form fields or bytes ({error})", 400)
+        try:
+            pending = hub.subscription_request(form, request_token(request))
         except AccessDenied as error:
             return denied_response(error)
         except hub.HubRequestError as error:
             return _text(str(error), error.status_code)
         if pending is not None:  # None: an unsubscribe with nothing to end, answered alike
             tasks.run_after_commit(tasks.verify_subscription, pending.pk)
-        mode = request.POST["hub.mode"].strip()
+        mode = form["hub.mode"].strip()
         return _text(f"Accepted: the hub will verify the intent to {mode}.", 202)
 
 

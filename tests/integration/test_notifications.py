@@ -638,6 +638,14 @@ def test_bad_hub_requests_get_a_4xx_naming_the_field(client, notifying_set, form
     assert response.content.startswith(field.encode())
 
 
+def test_a_hub_request_with_too_many_fields_gets_a_400_saying_so(client, notifying_set):
+    """Django's own 400 page named nothing; the hub answers in its own words."""
+    response = ask_hub(client, {f"x{n}": "1" for n in range(1500)})
+
+    assert response.status_code == 400
+    assert response.content.startswith(b"request: too many form fields")
+
+
 def test_the_hub_takes_only_post(client, db):
     assert client.get("/resourcesync/hub").status_code == 405
 
