@@ -288,14 +288,17 @@ def test_a_folder_deeper_than_python_recurses_is_walked(resource_set, root):
     """1,100 folders deep: the scan failed with a RecursionError, every time, and nothing
     new under the root was published. (So deep a file's URI is past the 2,048 characters
     a URI may have: it is reported, as any name no URL can carry.)"""
-    folder = root
-    for _ in range(1100):  # pathlib's and os's own makedirs recurse too
-        folder /= "d"
+    folders = [root / ("d/" * depth) for depth in range(1, 1101)]
+    for folder in folders:  # pathlib's and os's own makedirs recurse too, as rmtree does
         folder.mkdir()
-    (folder / "bottom.txt").write_bytes(b"deep")
+    (folders[-1] / "bottom.txt").write_bytes(b"deep")
     write(root, "top.txt", b"top")
-
-    report = scan_folder(resource_set=resource_set)
+    try:
+        report = scan_folder(resource_set=resource_set)
+    finally:
+        (folders[-1] / "bottom.txt").unlink()
+        for folder in reversed(folders):
+            folder.rmdir()
 
     assert set(published(resource_set)) == {"top.txt"}
     (skipped,) = report.skipped
