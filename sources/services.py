@@ -237,8 +237,8 @@ def _before(
     event: Event, since: datetime | None, result: IngestResult, index: int
 ) -> EventError | None:
     """An error if the event is dated before the open Change List (and not at receipt)."""
-    moment = event.datetime
-    if moment is None or moment >= result.received_at or since is None or moment >= since:
+    moment = _sent_datetime(event, result)
+    if moment is None or since is None or moment >= since:
         return None
     message = (
         f"is before {since.isoformat()}, when the open change list starts; "
@@ -312,12 +312,17 @@ def _moments(events: list[Indexed], result: IngestResult, clock: LocationClock) 
 
 def _kept_datetime(event: Event, result: IngestResult, clock: LocationClock) -> datetime | None:
     """The event's own datetime, or None where it is dated at receipt (`_moments`)."""
-    own = event.datetime
-    if own is None or own >= result.received_at:
-        return None
-    if clock.committed is not None and own < clock.committed:
+    own = _sent_datetime(event, result)
+    if own is None or (clock.committed is not None and own < clock.committed):
         return None
     return own
+
+
+def _sent_datetime(event: Event, result: IngestResult) -> datetime | None:
+    """The datetime the sender gave, unless none or one at or past the receipt (its clock
+    runs fast): both are dated at receipt."""
+    own = event.datetime
+    return None if own is None or own >= result.received_at else own
 
 
 def _out_of_order(index: int, earliest: datetime) -> EventError:

@@ -464,7 +464,7 @@ def _schema_types(column: Sequence[str]) -> Sequence[str]:
         return column
     written = [value and schema_type(value) for value in column]
     if len(_UNCHANGED_TYPES) < _SCHEMA_TYPES_SIZE:
-        _UNCHANGED_TYPES.update(value for value in column if schema_type(value) == value)
+        _UNCHANGED_TYPES.update(v for v, w in zip(column, written, strict=True) if v == w)
     return written
 
 

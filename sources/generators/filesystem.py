@@ -40,9 +40,6 @@ except ImportError:  # pragma: no cover - depends on the machine
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _CHUNK = 1024 * 1024
-#: The mtimes a lastmod can be (microseconds since the epoch): the years 1 to 9999.
-_FIRST_US = (datetime(1, 1, 1, tzinfo=UTC) - _EPOCH) // timedelta(microseconds=1)
-_LAST_US = (datetime.max.replace(tzinfo=UTC) - _EPOCH) // timedelta(microseconds=1)
 DEFAULT_MIME = "application/octet-stream"
 
 
@@ -95,6 +92,11 @@ def epoch_microseconds(moment: datetime) -> int:
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
     return (moment - _EPOCH) // timedelta(microseconds=1)
+
+
+#: The mtimes a lastmod can be (microseconds since the epoch): the years 1 to 9999.
+_FIRST_US = epoch_microseconds(datetime.min)
+_LAST_US = epoch_microseconds(datetime.max)
 
 
 def guess_mime(path: str) -> str:
