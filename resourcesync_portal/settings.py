@@ -5,7 +5,6 @@ and eager Celery. Production sets DATABASE_URL, ELASTICSEARCH_URL,
 CELERY_BROKER_URL, SECRET_KEY, ALLOWED_HOSTS and PUBLIC_BASE_URL.
 """
 
-import json
 import os
 from datetime import timedelta
 from pathlib import Path
@@ -14,20 +13,22 @@ from typing import Any
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+from resourcesync_portal.environment import (
+    env_base_url,
+    env_bool,
+    env_choice,
+    env_int,
+    env_json_object,
+    env_list,
+    env_networks,
+    env_rate,
+    env_seconds,
+)
 from sitemaps.protocol.constants import MAX_DOCUMENT_BYTES
 
 BASE_DIR = Path(__file__).resolve().parent.parent
-
-
-def env_bool(name: str, default: bool = False) -> bool:
-    value = os.environ.get(name)
-    if value is None:
-        return default
-    return value.strip().lower() in {"1", "true", "yes", "on"}
-
-
-def env_list(name: str, default: str = "") -> list[str]:
-    return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
+DAY = 24 * 3600
+YEAR = 365 * DAY
 
 
 SECRET_KEY = os.environ.get("SECRET_KEY", "")
@@ -45,7 +46,7 @@ ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "127.0.0.1,localhost,testserver")
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS")
 
 # Every URL in every ResourceSync document is absolute, built from this base.
-PUBLIC_BASE_URL = os.environ.get("PUBLIC_BASE_URL", "http://127.0.0.1:8000").rstrip("/")
+PUBLIC_BASE_URL = env_base_url("PUBLIC_BASE_URL", "http://127.0.0.1:8000")
 
 INSTALLED_APPS = [
     # The admin with the dashboard as its index (dashboard/sites.py).
@@ -108,7 +109,7 @@ DATABASES = {
         default=f"sqlite:///{DATA_DIR / 'db.sqlite3'}",
         # Kept open between requests: opening one (and its PRAGMAs) cost more
         # than serving a stored document.
-        conn_max_age=int(os.environ.get("CONN_MAX_AGE", "60")),
+        conn_max_age=env_int("CONN_MAX_AGE", 60, minimum=0, maximum=DAY),
     )
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
@@ -179,7 +180,7 @@ STORAGES: dict[str, dict[str, Any]] = {
         "BACKEND": os.environ.get("RESOURCESYNC_STORAGE_BACKEND", LOCAL_STORAGE),
         # e.g. {"bucket_name": "docs", "endpoint_url": "https://s3.example.org"} for
         # storages.backends.s3.S3Storage (credentials from AWS_* variables).
-        "OPTIONS": json.loads(os.environ.get("RESOURCESYNC_STORAGE_OPTIONS", "{}"))
+        "OPTIONS": env_json_object("RESOURCESYNC_STORAGE_OPTIONS")
         or (
             {"location": str(DATA_DIR / "documents")}
             if "RESOURCESYNC_STORAGE_BACKEND" not in os.environ
@@ -196,7 +197,7 @@ if not DEBUG:
     SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", True)
     SESSION_COOKIE_SECURE = True
     CSRF_COOKIE_SECURE = True
-    SECURE_HSTS_SECONDS = int(os.environ.get("SECURE_HSTS_SECONDS", "31536000"))
+    SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 31536000, minimum=0, maximum=2 * YEAR)
     SECURE_HSTS_INCLUDE_SUBDOMAINS = True
     SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", False)
     SECURE_CONTENT_TYPE_NOSNIFF = True
@@ -239,19 +240,25 @@ ELASTICSEARCH_DSL_SIGNAL_PROCESSOR = "django_elasticsearch_dsl.signals.BaseSigna
 
 # --- ResourceSync documents --------------------------------------------------
 # https://www.sitemaps.org/protocol.html#index: 50,000 URLs and 50 MB per file.
-RESOURCESYNC_MAX_DOCUMENT_BYTES = int(
-    os.environ.get("RESOURCESYNC_MAX_DOCUMENT_BYTES", MAX_DOCUMENT_BYTES)
+# At least 8 MiB: the largest entry an event can make (1 MiB of JSON, each `&`
+# written as `&amp;`) must fit in a page, or its set could not publish.
+MIN_DOCUMENT_BYTES = 8 * 1024 * 1024
+RESOURCESYNC_MAX_DOCUMENT_BYTES = env_int(
+    "RESOURCESYNC_MAX_DOCUMENT_BYTES",
+    MAX_DOCUMENT_BYTES,
+    minimum=MIN_DOCUMENT_BYTES,
+    maximum=MAX_DOCUMENT_BYTES,
 )
 # A superseded document version stays readable this long (a reader may have
 # found its name just before the swap); then cleanup deletes it, with any file a
 # killed run left (sitemaps/cleanup.py).
-RESOURCESYNC_SUPERSEDED_GRACE_SECONDS = int(
-    os.environ.get("RESOURCESYNC_SUPERSEDED_GRACE_SECONDS", 300)
+RESOURCESYNC_SUPERSEDED_GRACE_SECONDS = env_int(
+    "RESOURCESYNC_SUPERSEDED_GRACE_SECONDS", 300, minimum=0, maximum=DAY
 )
 # A regeneration run beats every sixth of this; a run silent for this long is
 # presumed dead (killed, out of memory) and the next run takes its set over.
-RESOURCESYNC_REGENERATION_LEASE_SECONDS = float(
-    os.environ.get("RESOURCESYNC_REGENERATION_LEASE_SECONDS", 60)
+RESOURCESYNC_REGENERATION_LEASE_SECONDS = env_seconds(
+    "RESOURCESYNC_REGENERATION_LEASE_SECONDS", 60, minimum=1, maximum=DAY
 )
 # Public documents are also linked, under their URL paths, in this folder for a
 # front web server to send without Python (sitemaps/publishing.py and
@@ -262,23 +269,27 @@ RESOURCESYNC_PUBLISHED_DIR = os.environ.get(
 )
 
 # The journal of runs (journal/) keeps this many days; 0 keeps every run.
-RESOURCESYNC_JOURNAL_RETENTION_DAYS = int(os.environ.get("RESOURCESYNC_JOURNAL_RETENTION_DAYS", 90))
+RESOURCESYNC_JOURNAL_RETENTION_DAYS = env_int(
+    "RESOURCESYNC_JOURNAL_RETENTION_DAYS", 90, minimum=0, maximum=100 * 365
+)
 # A running run with no sign of life for this long (its process killed on
 # another host, say) is marked failed: "process ended without recording an
 # outcome". A run beats every tenth of it; one whose process is gone from this
 # host is marked at once (journal/liveness.py).
-RESOURCESYNC_JOURNAL_SILENCE_SECONDS = float(
-    os.environ.get("RESOURCESYNC_JOURNAL_SILENCE_SECONDS", 600)
+RESOURCESYNC_JOURNAL_SILENCE_SECONDS = env_seconds(
+    "RESOURCESYNC_JOURNAL_SILENCE_SECONDS", 600, minimum=1, maximum=DAY
 )
 
 # Dump packages (ZIP) close at this many bytes (a larger single resource gets a
 # package of its own) and at the set's entries per document (at most 50,000
 # bitstreams). "stored" writes bitstreams as they are (fastest to build, copy
 # and serve); "deflated" compresses them.
-RESOURCESYNC_DUMP_PACKAGE_BYTES = int(
-    os.environ.get("RESOURCESYNC_DUMP_PACKAGE_BYTES", 100 * 1024 * 1024)
+RESOURCESYNC_DUMP_PACKAGE_BYTES = env_int(
+    "RESOURCESYNC_DUMP_PACKAGE_BYTES", 100 * 1024 * 1024, minimum=1, maximum=2**62
 )
-RESOURCESYNC_DUMP_COMPRESSION = os.environ.get("RESOURCESYNC_DUMP_COMPRESSION", "stored")
+RESOURCESYNC_DUMP_COMPRESSION = env_choice(
+    "RESOURCESYNC_DUMP_COMPRESSION", "stored", ("stored", "deflated")
+)
 
 # The portal serves the files under each set's resource_root_dir at
 # /files/<provider>/<set>/<path> (the demo uses it); off when a web server does.
@@ -290,7 +301,7 @@ SERVE_RESOURCE_FILES = env_bool("SERVE_RESOURCE_FILES", True)
 RESOURCESYNC_NOTIFICATIONS = {
     "HUB_URL": os.environ.get("RESOURCESYNC_HUB_URL", ""),
     # e.g. "10.0.0.0/8" for subscribers on a private network; none by default (SSRF).
-    "ALLOWED_CALLBACK_NETWORKS": env_list("RESOURCESYNC_ALLOWED_CALLBACK_NETWORKS"),
+    "ALLOWED_CALLBACK_NETWORKS": env_networks("RESOURCESYNC_ALLOWED_CALLBACK_NETWORKS"),
 }
 # Sets whose resource_root_dir beat rescans (`manage.py scan`), as provider/set, comma-separated.
 RESOURCESYNC_SCAN_SETS = [
@@ -299,17 +310,21 @@ RESOURCESYNC_SCAN_SETS = [
 
 # --- Ingestion API -----------------------------------------------------------
 # A request is one transaction: the limit keeps one inside gunicorn's timeout
-# (README, Production) and bounds the memory its validated events take.
-INGEST_MAX_BODY_BYTES = int(os.environ.get("INGEST_MAX_BODY_BYTES", 16 * 1024 * 1024))
+# (README, Production) and bounds the memory its validated events take. At
+# least one event's own limit (1 MiB, sources/api/parsers.py).
+INGEST_MAX_BODY_BYTES = env_int(
+    "INGEST_MAX_BODY_BYTES", 16 * 1024 * 1024, minimum=1024 * 1024, maximum=2**40
+)
 # How far ahead of this server's clock an event's `datetime` may be.
-INGEST_CLOCK_SKEW_SECONDS = int(os.environ.get("INGEST_CLOCK_SKEW_SECONDS", 300))
-INGEST_BATCH_SIZE = int(os.environ.get("INGEST_BATCH_SIZE", 2000))
+INGEST_CLOCK_SKEW_SECONDS = env_int("INGEST_CLOCK_SKEW_SECONDS", 300, minimum=0, maximum=DAY)
+# Rows per INSERT/UPDATE statement while a request is applied.
+INGEST_BATCH_SIZE = env_int("INGEST_BATCH_SIZE", 2000, minimum=1, maximum=100_000)
 
 REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "sources.api.exceptions.api_exception_handler",
     "DEFAULT_THROTTLE_RATES": {
-        "provider": os.environ.get("API_THROTTLE_RATE", "100000/hour"),
+        "provider": env_rate("API_THROTTLE_RATE", "100000/hour"),
     },
 }
 SPECTACULAR_SETTINGS = {
@@ -361,15 +376,18 @@ CELERY_BEAT_SCHEDULE = {
     },
     "scan-folders": {
         "task": "sources.tasks.scan_folders",
-        "schedule": timedelta(seconds=int(os.environ.get("RESOURCESYNC_SCAN_SECONDS", 300))),
+        "schedule": timedelta(
+            seconds=env_int("RESOURCESYNC_SCAN_SECONDS", 300, minimum=10, maximum=DAY)
+        ),
     },
 }
 
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
-    "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
+    "root": {"handlers": ["console"], "level": env_choice("LOG_LEVEL", "INFO", LOG_LEVELS)},
     "loggers": {
         # Through the root's handler only: Django's own console handler (DEBUG only)
         # wrote every line of `make run` twice.

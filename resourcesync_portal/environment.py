@@ -1,0 +1,125 @@
+"""Typed readers of the environment for settings.py.
+
+A value the portal cannot use stops it at start with ImproperlyConfigured naming
+the variable, rather than a traceback without the name (`int('abc')`), or a
+failure per request or per run long after the deploy (a typo in
+RESOURCESYNC_DUMP_COMPRESSION failed every dump; a PUBLIC_BASE_URL without a
+scheme published relative URLs in every document).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import math
+import os
+import re
+from urllib.parse import urlsplit
+
+from django.core.exceptions import ImproperlyConfigured
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
+# DRF's SimpleRateThrottle.parse_rate: a count, then a period it reads by first letter.
+_RATE = re.compile(r"[0-9]+/[smhd][a-z]*")
+
+
+def _refuse(name: str, value: str, expected: str) -> ImproperlyConfigured:
+    return ImproperlyConfigured(f"{name} must be {expected}, not {value!r}.")
+
+
+def env_bool(name: str, default: bool = False) -> bool:
+    value = os.environ.get(name)
+    if value is None:
+        return default
+    word = value.strip().lower()
+    if word not in _TRUE | _FALSE:
+        raise _refuse(name, value, "1, true, yes or on, or 0, false, no or off")
+    return word in _TRUE
+
+
+def env_list(name: str, default: str = "") -> list[str]:
+    return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
+
+
+def env_int(name: str, default: int, *, minimum: int, maximum: int) -> int:
+    value = os.environ.get(name)
+    if value is None:
+        return default
+    expected = f"a whole number from {minimum} to {maximum}"
+    try:
+        number = int(value.strip())
+    except ValueError:
+        raise _refuse(name, value, expected) from None
+    if not minimum <= number <= maximum:
+        raise _refuse(name, value, expected)
+    return number
+
+
+def env_seconds(name: str, default: float, *, minimum: float, maximum: float) -> float:
+    value = os.environ.get(name)
+    if value is None:
+        return default
+    expected = f"a number of seconds from {minimum:g} to {maximum:g}"
+    try:
+        number = float(value.strip())
+    except ValueError:
+        raise _refuse(name, value, expected) from None
+    if math.isnan(number) or not minimum <= number <= maximum:
+        raise _refuse(name, value, expected)
+    return number
+
+
+def env_choice(name: str, default: str, choices: tuple[str, ...]) -> str:
+    value = os.environ.get(name, default)
+    if value not in choices:
+        raise _refuse(name, value, " or ".join(choices))
+    return value
+
+
+def env_json_object(name: str) -> dict[str, object]:
+    value = os.environ.get(name, "{}")
+    try:
+        options = json.loads(value)
+    except ValueError:
+        options = None
+    if not isinstance(options, dict):
+        raise _refuse(name, value, 'a JSON object, e.g. {"bucket_name": "docs"}')
+    return options
+
+
+def env_rate(name: str, default: str) -> str:
+    """A rate as DRF's throttles read it, e.g. 100000/hour (else every API call fails)."""
+    value = os.environ.get(name, default).strip()
+    if not _RATE.fullmatch(value):
+        raise _refuse(name, value, "a count per second, minute, hour or day, e.g. 1000/hour")
+    return value
+
+
+def env_networks(name: str) -> list[str]:
+    """IP networks, comma-separated; checked now, not at the first request that needs them."""
+    networks = env_list(name)
+    for network in networks:
+        try:
+            ipaddress.ip_network(network)
+        except ValueError:
+            raise _refuse(name, network, "a network such as 10.0.0.0/8 or fd00::/8") from None
+    return networks
+
+
+def env_base_url(name: str, default: str) -> str:
+    """An absolute http(s) URL without query or fragment: every document's URLs start with it."""
+    value = os.environ.get(name, default).strip().rstrip("/")
+    expected = "an absolute http:// or https:// URL without user, query or fragment"
+    if any(char.isspace() or not char.isprintable() for char in value):
+        raise _refuse(name, value, expected)
+    try:
+        parts = urlsplit(value)
+        parts.port  # noqa: B018 (raises ValueError on a port out of range or not a number)
+    except ValueError:
+        raise _refuse(name, value, expected) from None
+    if parts.scheme not in {"http", "https"} or not parts.hostname:
+        raise _refuse(name, value, expected)
+    if "?" in value or "#" in value or "@" in parts.netloc:
+        raise _refuse(name, value, expected)
+    return value

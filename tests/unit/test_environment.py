@@ -1,0 +1,99 @@
+"""Settings from the environment: a value the portal cannot use stops it at start, by name.
+
+Each case imports the settings in a fresh interpreter, as a deploy would.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import REPO
+
+IMPORT_SETTINGS = "import resourcesync_portal.settings as s; print(s.PUBLIC_BASE_URL)"
+
+
+def load_settings(tmp_path, **variables: str) -> subprocess.CompletedProcess[str]:
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if key not in {"DEBUG", "SECRET_KEY", "DATABASE_URL", "PUBLIC_BASE_URL"}
+    }
+    env.update(DATA_DIR=str(tmp_path), **variables)
+    return subprocess.run(
+        [sys.executable, "-c", IMPORT_SETTINGS],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("PUBLIC_BASE_URL", "portal.example.org"),  # documents would hold relative URLs
+        ("PUBLIC_BASE_URL", "ftp://portal.example.org"),
+        ("PUBLIC_BASE_URL", "http://portal.example.org/rs?x=1"),
+        ("PUBLIC_BASE_URL", "http://portal.example.org:99999"),
+        ("PUBLIC_BASE_URL", "http://portal example.org"),
+        ("INGEST_BATCH_SIZE", "0"),  # every ingestion request failed
+        ("INGEST_BATCH_SIZE", "many"),
+        ("INGEST_MAX_BODY_BYTES", "-1"),
+        ("INGEST_CLOCK_SKEW_SECONDS", "1e9"),
+        ("CONN_MAX_AGE", "forever"),
+        ("RESOURCESYNC_MAX_DOCUMENT_BYTES", "1000"),  # no set with a large entry could publish
+        ("RESOURCESYNC_MAX_DOCUMENT_BYTES", str(51 * 1024 * 1024)),  # over the sitemap limit
+        ("RESOURCESYNC_DUMP_COMPRESSION", "zstd"),  # every dump run failed
+        ("RESOURCESYNC_DUMP_PACKAGE_BYTES", "0"),
+        ("RESOURCESYNC_REGENERATION_LEASE_SECONDS", "0"),  # every run presumed dead
+        ("RESOURCESYNC_REGENERATION_LEASE_SECONDS", "nan"),
+        ("RESOURCESYNC_JOURNAL_SILENCE_SECONDS", "-5"),
+        ("RESOURCESYNC_JOURNAL_RETENTION_DAYS", "999999999"),  # pruning overflowed
+        ("RESOURCESYNC_SUPERSEDED_GRACE_SECONDS", "-1"),
+        ("RESOURCESYNC_SCAN_SECONDS", "0"),  # beat would rescan without pause
+        ("API_THROTTLE_RATE", "lots"),  # every API request failed
+        ("API_THROTTLE_RATE", "100/fortnight"),
+        ("RESOURCESYNC_ALLOWED_CALLBACK_NETWORKS", "10.0.0.0/33"),  # every subscription failed
+        ("SERVE_RESOURCE_FILES", "flase"),  # silently read as off
+        ("RESOURCESYNC_STORAGE_OPTIONS", "{bucket_name: docs}"),
+        ("RESOURCESYNC_STORAGE_OPTIONS", '["docs"]'),
+        ("LOG_LEVEL", "VERBOSE"),
+    ],
+)
+def test_a_value_the_portal_cannot_use_stops_it_naming_the_variable(tmp_path, name, value):
+    result = load_settings(tmp_path, **{name: value})
+
+    assert result.returncode != 0
+    last_line = result.stderr.strip().splitlines()[-1]
+    assert last_line.startswith("django.core.exceptions.ImproperlyConfigured: " + name), last_line
+
+
+@pytest.mark.parametrize(
+    ("variables", "base_url"),
+    [
+        ({}, "http://127.0.0.1:8000"),
+        ({"PUBLIC_BASE_URL": "https://portal.example.org/rs/"}, "https://portal.example.org/rs"),
+        ({"PUBLIC_BASE_URL": "http://[::1]:8080"}, "http://[::1]:8080"),
+        (
+            {
+                "INGEST_BATCH_SIZE": "1",
+                "RESOURCESYNC_DUMP_COMPRESSION": "deflated",
+                "RESOURCESYNC_REGENERATION_LEASE_SECONDS": "2.5",
+                "API_THROTTLE_RATE": "3/minute",
+                "RESOURCESYNC_ALLOWED_CALLBACK_NETWORKS": "127.0.0.0/8, fd00::/8",
+                "SERVE_RESOURCE_FILES": "off",
+                "CONN_MAX_AGE": "0",
+                "LOG_LEVEL": "WARNING",
+                "RESOURCESYNC_STORAGE_OPTIONS": '{"location": "/tmp/documents"}',
+            },
+            "http://127.0.0.1:8000",
+        ),
+    ],
+    ids=["defaults", "https-with-a-path", "ipv6", "values-at-their-bounds"],
+)
+def test_usable_values_start_the_portal(tmp_path, variables, base_url):
+    result = load_settings(tmp_path, **variables)
+
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == base_url
