@@ -37,8 +37,9 @@ List, or a `source_url` from which the harvester discovers it::
     allowed_networks: [10.0.0.0/8]     # private addresses we may connect to. Default: none
         # but addresses written out in the URL or allowed_hosts, and loopback for
         # `localhost` (a name's DNS answer opens nothing: the source controls it).
-        # Hubs included. With a proxy in the environment the proxy connects, and
-        # neither these nor min_rate apply.
+        # Hubs included, but a hub outside allowed_hosts only on a public address.
+        # With a proxy in the environment the proxy connects, and neither these
+        # nor min_rate apply.
 
 Unknown keys are errors, so a typo never silently falls back to a default.
 """

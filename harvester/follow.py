@@ -23,6 +23,7 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from urllib.parse import urlsplit
 
+from harvester.addresses import AddressPolicy
 from harvester.changes import Change, latest_changes
 from harvester.client import FetchError, HarvestClient, address_policy
 from harvester.config import HarvestConfig
@@ -174,6 +175,16 @@ def hub_token(config: HarvestConfig, hub: str) -> str | None:
     )
 
 
+def hub_policy(config: HarvestConfig, client: HarvestClient, hub: str) -> AddressPolicy:
+    """A hub on an allowed host gets the harvest's addresses; any other only public ones.
+
+    The source names its hub: were allowed_networks and the source's own address
+    open to it, a hostile Capability List could make us POST to another port of
+    the source's host, or to any service in allowed_networks.
+    """
+    return address_policy(config) if client.is_allowed(hub) else AddressPolicy()
+
+
 @contextmanager
 def interrupted_by_signals() -> Iterator[None]:
     """Ctrl-C (SIGINT) and a service manager's SIGTERM both end the run cleanly (unsubscribed).
@@ -219,7 +230,7 @@ def run_follow(
             lease_seconds=config.lease_seconds,
             token=hub_token(config, channel.hub),
             timeout=VERIFY_TIMEOUT,
-            policy=address_policy(config),
+            policy=hub_policy(config, client, channel.hub),
         )
         try:
             subscribe("subscribe")

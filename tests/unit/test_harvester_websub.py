@@ -6,12 +6,17 @@ from __future__ import annotations
 import hashlib
 import hmac
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import httpx
 import pytest
 
-from harvester.config import HarvestConfig
+from harvester.config import HarvestConfig, load_config
+from harvester.follow import run_follow
+from harvester.walk import HarvestError
 from harvester.websub import CallbackHandler, CallbackServer, signature_valid
 
 TOPIC = "http://source.example.org/resourcesync/a/b/notifications/change"
@@ -82,3 +87,72 @@ def test_notifications_without_our_signature_are_acknowledged_and_dropped(
     signed = {"X-Hub-Signature": sign(server.state.secret, body)}
     assert httpx.post(server.url, content=body, headers=signed).status_code == 204
     assert server.state.notifications.get_nowait() == body
+
+
+class _Recorder(BaseHTTPRequestHandler):
+    """A listener that records every POST and refuses it; GET serves `self.server.body`."""
+
+    def do_GET(self) -> None:
+        body = self.server.body  # type: ignore[attr-defined]
+        self.send_response(200)
+        self.send_header("Content-Type", "application/xml")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_POST(self) -> None:
+        self.server.posts.append(self.path)  # type: ignore[attr-defined]
+        self.send_response(400)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@contextmanager
+def listening(body: bytes = b"") -> Iterator[ThreadingHTTPServer]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Recorder)
+    server.body, server.posts = body, []  # type: ignore[attr-defined]
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def capability_list(source: str, hub: str) -> bytes:
+    return f"""<?xml version="1.0" encoding="UTF-8"?>
+<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9" xmlns:rs="http://www.openarchives.org/rs/terms/">
+  <rs:md capability="capabilitylist"/>
+  <url><loc>{source}/changelist.xml</loc><rs:md capability="changelist"/></url>
+  <url><loc>{source}/notifications/change</loc><rs:ln rel="hub" href="{hub}"/>
+    <rs:md capability="change-notification"/></url>
+</urlset>""".encode()
+
+
+@pytest.mark.parametrize("hub_allowed", [False, True], ids=["not-allowed", "in-allowed-hosts"])
+def test_a_hub_the_source_names_on_a_private_address_is_posted_to_only_on_an_allowed_host(
+    tmp_path: Path, hub_allowed: bool
+):
+    """Else a hostile Capability List makes --follow POST to another port of the
+    source's host, or anywhere in allowed_networks."""
+    with listening() as hub, listening() as source:
+        hub_origin = f"http://127.0.0.1:{hub.server_address[1]}"
+        source_origin = f"http://127.0.0.1:{source.server_address[1]}"
+        source.body = capability_list(source_origin, hub_origin + "/internal/delete")  # type: ignore[attr-defined]
+        allowed = f"allowed_hosts: ['{source_origin}', '{hub_origin}']" if hub_allowed else ""
+        config = tmp_path / "harvest.yaml"
+        config.write_text(
+            f"capability_list_url: {source_origin}/capabilitylist.xml\n"
+            f"destination: {tmp_path / 'mirror'}\nretries: 0\ntimeout: 5\n{allowed}\n"
+        )
+
+        with pytest.raises(HarvestError) as refused:
+            run_follow(load_config(config), notify=lambda line: None)
+
+    assert hub.posts == (["/internal/delete"] if hub_allowed else [])  # type: ignore[attr-defined]
+    expected = "refused to subscribe: HTTP 400" if hub_allowed else "loopback"
+    assert expected in str(refused.value)
