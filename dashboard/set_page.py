@@ -121,7 +121,10 @@ class ResourceSetPage:
         extra_context: dict[str, Any] | None = None,
     ) -> HttpResponse:
         sets = with_regeneration_status(ResourceSet.objects.select_related("provider"))
-        resource_set = sets.filter(pk=object_id).first()
+        try:
+            resource_set = sets.filter(pk=object_id).first()
+        except ValueError:  # not an id: Django's view below says the set doesn't exist
+            resource_set = None
         extra = set_page_context(resource_set, timezone.now()) if resource_set else {}
         return super().change_view(request, object_id, form_url, {**extra, **(extra_context or {})})  # type: ignore[misc]
 

@@ -171,3 +171,18 @@ def test_documents_are_linked_and_readable_as_html(admin_client, settings):
         "admin:sources_resourceset_document", args=[resource_set.pk, "capabilitylist.xml"]
     )
     assert "List: capabilitylist" in admin_client.get(capabilities).content.decode()
+
+
+@pytest.mark.parametrize(
+    "path", ["abc/change/", "abc/", "abc/status/", "%s/documents/a%%2Fb", "²/change/"]
+)
+def test_a_set_url_without_a_set_id_says_the_set_does_not_exist(admin_client, path):
+    """As every other admin model does; a ValueError (500) before."""
+    resource_set = make_set()
+    url = "/admin/sources/resourceset/" + (path % resource_set.pk if "%s" in path else path)
+
+    response = admin_client.get(url, follow=True)
+
+    assert response.status_code == 200
+    [message] = [str(m) for m in get_messages(response.wsgi_request)]
+    assert "doesn’t exist" in message
