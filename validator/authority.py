@@ -53,6 +53,13 @@ class Authority:
         same_server = host == self.host or host.endswith("." + self.host)
         return parts.scheme == self.scheme and port == self.port and same_server
 
+    def is_origin_of(self, url: str) -> bool:
+        """Whether `url` is on the source's own origin: the only one the token goes to."""
+        parts = urlsplit(url)
+        host = (parts.hostname or "").rstrip(".")
+        port = parts.port or DEFAULT_PORTS.get(parts.scheme, 0)
+        return (parts.scheme, host, port) == (self.scheme, self.host, self.port)
+
     def __str__(self) -> str:
         default = DEFAULT_PORTS.get(self.scheme)
         port = "" if self.port == default else f":{self.port}"

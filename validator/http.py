@@ -51,11 +51,9 @@ class Fetcher:
     ) -> None:
         self.authority = authority
         self.max_bytes = max_bytes
-        headers = {"User-Agent": USER_AGENT}
-        if token:
-            headers["Authorization"] = f"Bearer {token}"
+        self._token = {"Authorization": f"Bearer {token}"} if token else {}
         self._http = httpx.Client(
-            timeout=httpx.Timeout(timeout), headers=headers, transport=transport
+            timeout=httpx.Timeout(timeout), headers={"User-Agent": USER_AGENT}, transport=transport
         )
 
     def close(self) -> None:
@@ -119,15 +117,17 @@ class Fetcher:
     def _open(
         self, url: str, headers: dict[str, str], ok: tuple[int, ...] = (200,)
     ) -> httpx.Response:
-        """Follow redirects by hand, so none leaves the authority (nor takes the token out)."""
+        """Follow redirects by hand, so none leaves the authority; the token goes only to
+        the source's own origin (not its subdomains, nor an --allow-host)."""
         for _ in range(MAX_REDIRECTS + 1):
             if not self.authority.covers(url):
                 raise FetchFailed(
                     f"{url} is outside the source's authority ({self.authority}): not fetched"
                 )
+            sent = {**headers, **self._token} if self.authority.is_origin_of(url) else headers
             try:
                 response = self._http.send(
-                    self._http.build_request("GET", url, headers=headers), stream=True
+                    self._http.build_request("GET", url, headers=sent), stream=True
                 )
             except httpx.HTTPError as error:
                 raise FetchFailed(f"GET {url} failed: {error!r}") from error

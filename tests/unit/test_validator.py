@@ -534,6 +534,36 @@ def test_a_protected_source_without_token_is_a_401_and_the_token_is_sent() -> No
     assert validate_source(CAP, token="s3cret", transport=transport).problems == []
 
 
+@pytest.mark.parametrize(
+    ("moved_to", "extra_hosts"),
+    [
+        ("http://cdn.source.example.org", ()),
+        ("http://source.example.org:8080", ("source.example.org",)),
+        ("http://data.example.net", ("data.example.net",)),
+    ],
+    ids=["subdomain", "another-port-of-an-allowed-host", "allowed-host"],
+)
+def test_the_token_goes_only_to_the_source_s_own_origin(moved_to: str, extra_hosts) -> None:
+    """Documents on another origin are still fetched and checked, without the token."""
+    documents = clean_source()
+    moved = RL.replace(BASE, moved_to)
+    documents[moved] = documents.pop(RL)
+    documents[CAP] = documents[CAP].replace(f"<loc>{RL}</loc>", f"<loc>{moved}</loc>")
+    server = Server(documents)
+    sent: dict[str, str | None] = {}
+
+    def recording(request: httpx.Request) -> httpx.Response:
+        sent[str(request.url)] = request.headers.get("Authorization")
+        return server(request)
+
+    validate_source(
+        SD, token="s3cret", extra_hosts=extra_hosts, transport=httpx.MockTransport(recording)
+    )
+
+    assert sent[moved] is None
+    assert sent[CAP] == "Bearer s3cret"
+
+
 def test_a_dtd_is_refused_without_being_read() -> None:
     documents = clean_source()
     documents[RL] = (
