@@ -37,14 +37,14 @@ def parse_human_duration(text: str) -> timedelta | None:
     """Read '1 day 6 hours', '90 min', '2h' (or Django's '1 00:00:00'); None if unreadable."""
     text = text.strip().lower().replace(",", " ").replace(" and ", " ")
     parts = _PART.findall(text)
-    if parts and _PART.sub("", text).strip() == "":
-        if all(unit in _SECONDS for _, unit in parts):
-            try:
+    try:
+        if parts and _PART.sub("", text).strip() == "":
+            if all(unit in _SECONDS for _, unit in parts):
                 return timedelta(seconds=sum(float(n) * _SECONDS[unit] for n, unit in parts))
-            except OverflowError:  # past timedelta's 999,999,999 days
-                return None
+            return None
+        return parse_duration(text)
+    except OverflowError:  # past timedelta's 999,999,999 days, in either reading
         return None
-    return parse_duration(text)
 
 
 class HumanDurationField(forms.DurationField):

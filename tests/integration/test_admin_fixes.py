@@ -87,6 +87,8 @@ def test_an_unreadable_rotation_period_is_refused_with_an_example(admin_client):
         ("-1 00:00:00", "at least 1 minute"),
         ("999999999 days", "at most 3650 days"),
         ("1e30 days", "Enter a duration such as"),
+        ("999999999999999", "Enter a duration such as"),  # bare seconds, Django's reading
+        ("1000000000 00:00:00", "Enter a duration such as"),
     ],
 )
 def test_a_rotation_period_out_of_bounds_is_refused_by_name(admin_client, typed, message):
