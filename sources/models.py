@@ -150,10 +150,15 @@ class CapabilitySettings(models.Model):
         "move to the Change List Archive. Empty: keep all.",
     )
     regenerate_after_changes = models.PositiveIntegerField(
-        default=1000, help_text="Regenerate documents once this many changes are pending."
+        default=1000,
+        help_text="With a Celery worker: regenerate at once when this many changes are "
+        "pending. Without one (eager Celery) every ingest regenerates at once.",
     )
     regenerate_after_seconds = models.PositiveIntegerField(
-        default=1, help_text="...or once the oldest pending change is this old."
+        default=1,
+        validators=[MaxValueValidator(24 * 3600)],
+        help_text="With a Celery worker: fewer pending changes wait until this many seconds "
+        "after the last run started (a lone change after a quiet spell runs at once).",
     )
 
     class Meta:

@@ -105,6 +105,20 @@ def test_a_rotation_period_out_of_bounds_is_refused_by_name(admin_client, typed,
     assert resource_set.capability_settings.changelist_rotation == timedelta(days=1)
 
 
+def test_a_regeneration_delay_past_a_day_is_refused_by_name(admin_client):
+    """9223372036854775807 was saved; with a worker, every ingest then failed to
+    schedule the run (OverflowError) and the set stopped publishing."""
+    resource_set = make_set()
+    url = reverse("admin:sources_resourceset_change", args=[resource_set.pk])
+    form = capability_form(resource_set, "1 day")
+    form["capability_settings-0-regenerate_after_seconds"] = "9223372036854775807"
+
+    response = admin_client.post(url, form)
+
+    assert response.status_code == 200
+    assert "less than or equal to 86400" in response.content.decode()
+
+
 def test_a_relative_resource_root_is_refused_by_name(admin_client):
     """It was saved, and each process then read files relative to where it started."""
     resource_set = make_set()

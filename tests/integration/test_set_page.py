@@ -185,4 +185,4 @@ def test_a_set_url_without_a_set_id_says_the_set_does_not_exist(admin_client, pa
 
     assert response.status_code == 200
     [message] = [str(m) for m in get_messages(response.wsgi_request)]
-    assert "doesn’t exist" in message
+    assert "doesn\u2019t exist" in message  # Django writes a typographic apostrophe
