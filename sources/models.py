@@ -11,6 +11,7 @@ import os
 import secrets
 from datetime import timedelta
 from typing import Any
+from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
@@ -19,6 +20,7 @@ from django.db import models, transaction
 from django.db.models import Q
 
 from sitemaps.protocol.constants import MAX_ENTRIES_PER_DOCUMENT, ChangeType
+from sitemaps.protocol.uris import uri_problem
 
 MAX_URI_LENGTH = 2048
 
@@ -38,6 +40,40 @@ class DataProvider(models.Model):
     def __str__(self) -> str:
         return self.name
 
+    def clean(self) -> None:
+        """Its sets' published documents and resource URIs name the slug."""
+        if self.pk and self.resource_sets.exists():
+            stored = DataProvider.objects.filter(pk=self.pk).values_list("slug", flat=True).first()
+            if stored is not None and stored != self.slug:
+                raise ValidationError({"slug": MOVE_REFUSED})
+
+
+#: Why a set's place in the URLs is fixed once created.
+MOVE_REFUSED = (
+    "This cannot change: the set's published documents and resource URIs name it, and "
+    "destinations follow them. Create a new set instead."
+)
+
+
+def validate_url_prefix(value: str) -> None:
+    """Every resource URI of the set starts with it, so it must start valid <loc>s."""
+    try:
+        parts = urlsplit(value)
+        port = parts.port
+    except ValueError:
+        port = -1
+    if parts.scheme not in ("http", "https") or port == -1 or port == 0:
+        raise ValidationError("Give an http:// or https:// URL, with a port from 1 to 65535.")
+    if parts.query or parts.fragment or "?" in value or "#" in value:
+        raise ValidationError("Give a prefix with no query or fragment: paths are joined after it.")
+    if "@" in parts.netloc:
+        raise ValidationError(
+            "Give a prefix with no user name or password: it would be in every URI published."
+        )
+    problem = uri_problem(value)
+    if problem is not None:
+        raise ValidationError(f"The prefix {problem}.")
+
 
 def validate_absolute_directory(value: str) -> None:
     """A relative root would be read from wherever each process happened to start."""
@@ -55,7 +91,9 @@ class ResourceSet(models.Model):
     name = models.CharField(max_length=200)
     description = models.TextField(blank=True)
     url_prefix = models.URLField(
-        max_length=1000, help_text="Prefix joined to abs_path and rel_path locations."
+        max_length=1000,
+        validators=[validate_url_prefix],
+        help_text="Prefix joined to abs_path and rel_path locations.",
     )
     resource_root_dir = models.CharField(
         max_length=1000,
@@ -94,6 +132,18 @@ class ResourceSet(models.Model):
         (sitemaps.receivers), and ingestion must never see the new prefix without them."""
         with transaction.atomic():
             super().save(*args, **kwargs)
+
+    def clean(self) -> None:
+        """The set's published documents and resource URIs name its provider and slug."""
+        if not self.pk:
+            return
+        stored = ResourceSet.objects.filter(pk=self.pk).values("provider_id", "slug").first()
+        if stored is None:
+            return
+        if stored["slug"] != self.slug:
+            raise ValidationError({"slug": MOVE_REFUSED})
+        if stored["provider_id"] != self.provider_id:
+            raise ValidationError({"provider": MOVE_REFUSED})
 
     @property
     def path(self) -> str:

@@ -169,3 +169,98 @@ def test_the_set_slug_is_prefilled_from_its_name(admin_client):
     assert any(
         field["name"] == "slug" and "name" in str(field["dependency_list"]) for field in fields
     )
+
+
+@pytest.mark.parametrize(
+    ("prefix", "message"),
+    [
+        ("http://ex.org/a#b#c/", "no query or fragment"),  # every event was then refused
+        ("http://ex.org/a%zz/", "not a valid URI"),
+        ("http://ex.org/?q=1", "no query or fragment"),  # published http://ex.org/?q=1/a.txt
+        ("http://127.0.0.1:99999/x/", "with a port from 1 to 65535"),
+        ("http://user:pw@ex.org/x/", "no user name or password"),
+        ("ftp://x.org/y/", "Give an http:// or https:// URL"),
+    ],
+)
+def test_a_url_prefix_that_cannot_start_a_resource_uri_is_refused_by_name(
+    admin_client, prefix, message
+):
+    resource_set = make_set()
+    url = reverse("admin:sources_resourceset_change", args=[resource_set.pk])
+    form = {**capability_form(resource_set, "1 day"), "url_prefix": prefix}
+
+    response = admin_client.post(url, form)
+
+    assert response.status_code == 200
+    assert message in response.content.decode()
+    resource_set.refresh_from_db()
+    assert resource_set.url_prefix == "http://data.example.org/acme/articles/"
+
+
+def test_a_usable_url_prefix_is_saved(admin_client):
+    resource_set = make_set()
+    url = reverse("admin:sources_resourceset_change", args=[resource_set.pk])
+    prefix = "https://data.example.org:8443/acme/a%20b/~c/"
+    form = {**capability_form(resource_set, "1 day"), "url_prefix": prefix}
+
+    assert admin_client.post(url, form).status_code == 302
+    resource_set.refresh_from_db()
+    assert resource_set.url_prefix == prefix
+
+
+@pytest.mark.parametrize("field", ["slug", "provider"])
+def test_a_published_set_keeps_its_place_in_every_url(admin_client, field):
+    """A new slug or provider left every published document naming the old URLs, which
+    then answered 404, and moved every /files/ resource URI."""
+    resource_set = make_set()
+    other = DataProvider.objects.create(slug="other", name="Other")
+    url = reverse("admin:sources_resourceset_change", args=[resource_set.pk])
+    form = capability_form(resource_set, "1 day")
+    form[field] = "renamed" if field == "slug" else other.pk
+
+    response = admin_client.post(url, form)
+
+    assert response.status_code == 200
+    assert "cannot change" in response.content.decode()
+    resource_set.refresh_from_db()
+    assert resource_set.path == "acme/articles"
+
+
+def test_a_provider_with_sets_keeps_its_slug_and_one_without_may_change_it(admin_client):
+    with_sets = make_set().provider
+    without = DataProvider.objects.create(slug="empty", name="Empty")
+
+    def rename(provider: DataProvider) -> int:
+        url = reverse("admin:sources_dataprovider_change", args=[provider.pk])
+        form = {
+            "name": provider.name,
+            "slug": provider.slug + "-renamed",
+            "contact": "",
+            "active": "on",
+            "resource_sets-TOTAL_FORMS": "0",
+            "resource_sets-INITIAL_FORMS": "0",
+            "resource_sets-MIN_NUM_FORMS": "0",
+            "resource_sets-MAX_NUM_FORMS": "1000",
+        }
+        if provider == with_sets:
+            set_pk = with_sets.resource_sets.get().pk
+            form.update(
+                {
+                    "resource_sets-TOTAL_FORMS": "1",
+                    "resource_sets-INITIAL_FORMS": "1",
+                    "resource_sets-0-id": set_pk,
+                    "resource_sets-0-provider": provider.pk,
+                    "resource_sets-0-name": "articles",
+                    "resource_sets-0-slug": "articles",
+                    "resource_sets-0-url_prefix": "http://data.example.org/acme/articles/",
+                }
+            )
+        response = admin_client.post(url, form)
+        assert response.status_code in (200, 302)
+        if response.status_code == 200:
+            assert "cannot change" in response.content.decode()
+        return response.status_code
+
+    assert rename(with_sets) == 200
+    assert rename(without) == 302
+    assert set(DataProvider.objects.values_list("slug", flat=True)) == {"acme", "empty-renamed"}
