@@ -42,13 +42,16 @@ def written_documents(resource_set: ResourceSet) -> set[str]:
 
 
 def missing_documents(resource_set: ResourceSet) -> set[str]:
-    """Kinds the set publishes whose top document is not written yet."""
+    """Kinds the set publishes whose top document (or dump) is not written yet."""
     capabilities = resource_set.capabilities
     published = {
         Capability.RESOURCE_LIST: capabilities.publish_resource_list,
         Capability.CHANGE_LIST: capabilities.publish_change_list,
+        Capability.RESOURCE_DUMP: capabilities.publish_resource_dump,
+        Capability.CHANGE_DUMP: capabilities.publish_change_dump,
     }
-    return {str(kind) for kind, on in published.items() if on} - written_documents(resource_set)
+    wanted = {str(kind) for kind, on in published.items() if on}
+    return wanted - written_documents(resource_set) - set(written_dumps(resource_set))
 
 
 def capability_list(resource_set: ResourceSet) -> bytes:

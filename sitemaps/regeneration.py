@@ -109,13 +109,18 @@ class RegenerationReport:
         }
 
     def __str__(self) -> str:
-        if not self.pages_written and not (self.dumps and self.dumps.packages_written):
+        packages = bool(self.dumps and self.dumps.packages_written)
+        if not self.pages_written and not packages:
             return "nothing to rewrite: every document was up to date"
-        return (
-            f"rewrote {len(self.resource_pages_written)} resource list page(s), "
-            f"{len(self.change_pages_written)} change list page(s) and "
-            f"{', '.join(self.indexes_written) or 'no index'} in {self.seconds:.2f}s"
-        )
+        parts = [str(self.dumps)] if packages else []
+        if self.pages_written:
+            parts.insert(
+                0,
+                f"rewrote {len(self.resource_pages_written)} resource list page(s), "
+                f"{len(self.change_pages_written)} change list page(s) and "
+                f"{', '.join(self.indexes_written) or 'no index'}",
+            )
+        return f"{'; '.join(parts)} in {self.seconds:.2f}s"
 
 
 def change_watermark(resource_set: ResourceSet, generator: BaseGenerator) -> int:

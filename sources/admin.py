@@ -16,6 +16,7 @@ from dashboard.forms import HumanDurationField
 from dashboard.set_page import ResourceSetPage, start_regeneration
 from dashboard.status import last_regeneration_text, regeneration_state, running_text
 from sitemaps.dumps.build import settings_problem
+from sitemaps.dumps.job import readable_size
 from sitemaps.dumps.selectors import dump_status
 from sitemaps.selectors import with_regeneration_status
 
@@ -140,7 +141,7 @@ class ResourceSetAdmin(ResourceSetPage, admin.ModelAdmin):
         if state is not None and state.built_at is not None:
             last = (
                 f"{state.built_at:%Y-%m-%d %H:%M:%S}: {state.packages_written} package(s), "
-                f"{state.bytes_written / 1e6:.1f} MB written, {state.skipped} not packaged"
+                f"{readable_size(state.bytes_written)} written, {state.skipped} not packaged"
             )
             if state.problem:
                 last = f"{state.built_at:%Y-%m-%d %H:%M:%S}: not built: {state.problem}"

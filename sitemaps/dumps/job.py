@@ -11,6 +11,7 @@ from typing import IO, TYPE_CHECKING, BinaryIO
 
 from django.conf import settings
 from django.db.models import QuerySet
+from django.template.defaultfilters import filesizeformat
 from django.utils import timezone
 
 from sitemaps import publishing
@@ -41,6 +42,11 @@ SKIPPED_KEPT = 200
 ATTEMPTS = 3
 
 
+def readable_size(size: int) -> str:
+    """'7.2 KB', '1.5 MB', as Django writes sizes (a plain space: this goes to logs too)."""
+    return str(filesizeformat(size)).replace("\xa0", " ")
+
+
 @dataclass
 class DumpReport:
     """What the dump step of a run did, for the run's report, the admin and the logs."""
@@ -57,7 +63,7 @@ class DumpReport:
             return f"dumps not built: {self.problem}"
         return (
             f"wrote {len(self.packages_written)} dump package(s) "
-            f"({self.bytes_written / 1e6:.1f} MB), "
+            f"({readable_size(self.bytes_written)}), "
             f"could not package {len(self.skipped)}"
         )
 

@@ -5,15 +5,18 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('sources', '0007_regeneration_delay_bounds'),
+        ("sources", "0007_regeneration_delay_bounds"),
     ]
 
     operations = [
         migrations.AlterField(
-            model_name='resourceset',
-            name='url_prefix',
-            field=models.URLField(help_text='Prefix joined to abs_path and rel_path locations.', max_length=1000, validators=[sources.models.validate_url_prefix]),
+            model_name="resourceset",
+            name="url_prefix",
+            field=models.URLField(
+                help_text="Prefix joined to abs_path and rel_path locations.",
+                max_length=1000,
+                validators=[sources.models.validate_url_prefix],
+            ),
         ),
     ]

@@ -272,6 +272,20 @@ def test_one_update_rebuilds_exactly_one_package(tmp_path: Path, client) -> None
     assert written == ["resourcedump-package-4.zip"]  # the full tail is closed, a new one opens
 
 
+def test_a_run_that_wrote_only_dump_packages_says_so(tmp_path: Path) -> None:
+    """It said "rewrote 0 resource list page(s), 0 change list page(s) and no index"."""
+    files = FileSet(tmp_path / "files", publish_resource_dump=False, publish_change_dump=False)
+    files.post([files.write("a.txt", b"a"), files.write("b.txt", b"b")])
+    CapabilitySettings.objects.filter(resource_set=files.resource_set).update(
+        publish_resource_dump=True
+    )
+
+    report = regenerate(ResourceSet.objects.get(pk=files.resource_set.pk))
+
+    assert report is not None and not report.pages_written
+    assert str(report).startswith("wrote 1 dump package(s) (")
+
+
 def test_a_file_that_differs_from_its_record_is_reported_not_packaged(tmp_path: Path, client):
     files = FileSet(tmp_path / "files")
     events = [files.write(f"r{n}.txt", content(n)) for n in range(4)]

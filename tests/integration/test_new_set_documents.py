@@ -188,6 +188,39 @@ def test_turning_the_change_list_on_in_the_admin_writes_it_before_it_is_advertis
     assert capabilities(crawl(client), resource_set) == ["resourcelist", "changelist"]
 
 
+@pytest.mark.django_db(transaction=True)
+def test_turning_dumps_on_in_the_admin_writes_them_at_once(admin_client, client, tmp_path):
+    """They waited for a change or the rotation: up to a day for a quiet set."""
+    (tmp_path / "files").mkdir()
+    provider = DataProvider.objects.create(name="Acme", slug="acme")
+    form = {**ADMIN_FORM, "provider": provider.pk, "resource_root_dir": str(tmp_path / "files")}
+    admin_client.post(reverse("admin:sources_resourceset_add"), form)
+    resource_set = ResourceSet.objects.get(slug="new")
+
+    response = admin_client.post(
+        reverse("admin:sources_resourceset_change", args=[resource_set.pk]),
+        {
+            **form,
+            "capability_settings-INITIAL_FORMS": "1",
+            "capability_settings-0-id": resource_set.capability_settings.pk,
+            "capability_settings-0-resource_set": resource_set.pk,
+            "capability_settings-0-publish_resource_dump": "on",
+            "capability_settings-0-publish_change_dump": "on",
+        },
+    )
+    assert response.status_code == 302, response.content[:2000]
+
+    listed = parse_document(read(client, f"{HOST}/resourcesync/acme/new/capabilitylist.xml", None))
+    assert [entry.capability for entry in listed.entries] == [
+        "resourcelist",
+        "changelist",
+        "resourcedump",
+        "changedump",
+    ]
+    for kind in ("resourcedump", "changedump"):
+        read(client, f"{HOST}/resourcesync/acme/new/{kind}.xml", None)
+
+
 @pytest.mark.django_db
 def test_the_capability_list_advertises_only_documents_already_written(client):
     resource_set = make_set()  # no commit here, so nothing is written yet
