@@ -183,12 +183,20 @@ class ResourceSetAdmin(ResourceSetPage, admin.ModelAdmin):
             self.message_user(request, message, level=level)
 
 
+TOKEN_FIELDS = ("name", "provider", "user", "revoked", "prefix", "created_at", "last_used_at")
+NEW_TOKEN_FIELDS = ("name", "provider", "user")
+
+
 @admin.register(ApiToken)
 class ApiTokenAdmin(admin.ModelAdmin):
     list_display = ("prefix", "name", "provider", "user", "created_at", "last_used_at", "revoked")
     list_filter = ("revoked", "provider")
-    fields = ("name", "provider", "user", "revoked", "prefix", "created_at", "last_used_at")
+    fields = TOKEN_FIELDS
     readonly_fields = ("prefix", "created_at", "last_used_at")
+
+    def get_fields(self, request: HttpRequest, obj: ApiToken | None = None) -> tuple[str, ...]:
+        """A new token is in force: "revoked" is for the tokens already issued."""
+        return TOKEN_FIELDS if obj is not None else NEW_TOKEN_FIELDS
 
     def save_model(self, request, obj: ApiToken, form, change: bool) -> None:
         if change:

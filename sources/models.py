@@ -347,6 +347,7 @@ class ApiToken(models.Model):
             models.CheckConstraint(
                 condition=Q(provider__isnull=False) | Q(user__isnull=False),
                 name="token_has_owner",
+                violation_error_message="A token belongs to a provider or to a staff user.",
             )
         ]
 
@@ -355,8 +356,14 @@ class ApiToken(models.Model):
         return f"{self.prefix}… ({owner})"
 
     def clean(self) -> None:
-        if self.provider_id is None and self.user_id is None:
-            raise ValidationError("A token belongs to a provider or to a staff user.")
+        """No owner is the constraint's message; a non-staff user's token would reach nothing."""
+        if self.provider_id is None and self.user is not None and not self.user.is_staff:
+            raise ValidationError(
+                {
+                    "user": "Only a staff user's token reaches sets without a provider: "
+                    "choose the provider, or a staff user."
+                }
+            )
 
     @classmethod
     def issue(

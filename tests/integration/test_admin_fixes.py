@@ -10,7 +10,7 @@ import pytest
 from django.urls import reverse
 
 from sources.admin import mirror_in_use
-from sources.models import Change, DataProvider, Resource
+from sources.models import ApiToken, Change, DataProvider, Resource
 
 from ..support import ELASTICSEARCH_GENERATOR, created, make_set, store_documents_in
 
@@ -264,3 +264,38 @@ def test_a_provider_with_sets_keeps_its_slug_and_one_without_may_change_it(admin
     assert rename(with_sets) == 200
     assert rename(without) == 302
     assert set(DataProvider.objects.values_list("slug", flat=True)) == {"acme", "empty-renamed"}
+
+
+def add_token(admin_client, **fields):
+    return admin_client.post(reverse("admin:sources_apitoken_add"), {"name": "t", **fields})
+
+
+def test_a_token_is_added_in_force_and_the_form_offers_no_revoked_box(admin_client):
+    """Ticking "Revoked" on the add form was ignored: the token was stored and worked."""
+    provider = DataProvider.objects.create(slug="acme", name="Acme")
+    form = admin_client.get(reverse("admin:sources_apitoken_add")).content.decode()
+    assert 'name="revoked"' not in form
+
+    response = add_token(admin_client, provider=provider.pk, revoked="on")
+
+    assert response.status_code == 302
+    assert ApiToken.objects.get().in_force
+
+
+def test_a_token_that_could_reach_nothing_is_refused_by_name(admin_client, django_user_model):
+    """A non-staff user's token without a provider was issued, and answered 403 everywhere."""
+    user = django_user_model.objects.create_user("reader", password="x" * 20)
+
+    response = add_token(admin_client, user=user.pk)
+
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert "Only a staff user" in html
+    assert not ApiToken.objects.exists()
+
+    response = add_token(admin_client)  # no owner at all: one message, not two
+
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert html.count("A token belongs to a provider or to a staff user.") == 1
+    assert "is violated" not in html
