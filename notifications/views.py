@@ -49,7 +49,8 @@ class HubView(View):
 
 
 class TopicView(SetReadView):
-    """A topic: 200, application/xml, its self and hub links, and its newest payload."""
+    """A topic: 200, application/xml, its self and hub links, and its newest payload;
+    204 with the links before its first payload (an empty body is no XML document)."""
 
     def get(self, request: HttpRequest, **kwargs: Any) -> HttpResponseBase:
         resource_set = self.get_resource_set()
@@ -62,10 +63,14 @@ class TopicView(SetReadView):
             .first()
         )
         body = bytes(payload or b"")
-        response = HttpResponse(
-            b"" if request.method == "HEAD" else body, content_type="application/xml"
-        )
-        response["Content-Length"] = str(len(body))
+        if body:
+            response = HttpResponse(
+                b"" if request.method == "HEAD" else body, content_type="application/xml"
+            )
+            response["Content-Length"] = str(len(body))
+        else:
+            response = HttpResponse(status=204)
+            del response["Content-Type"]
         response["Link"] = link_header(topic_url(resource_set, kind))
         response["Cache-Control"] = "no-cache"
         return response
