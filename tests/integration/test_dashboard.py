@@ -6,6 +6,7 @@ import re
 from datetime import timedelta
 
 import pytest
+from django.contrib.auth.models import Permission
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
@@ -135,3 +136,23 @@ def test_chart_labels_are_escaped_and_the_axis_is_rounded():
     assert "<script>" not in svg and "&lt;script&gt;" in svg and "a&amp;b" in svg
     assert [charts.nice_ceiling(v) for v in (0, 7, 10, 11, 3400)] == [1, 10, 10, 20, 5000]
     assert "nothing yet" in charts.line_chart(["a", "b"], [0, 0], title="t", unit="u")
+
+
+def test_staff_who_may_not_view_sets_get_the_plain_admin_index(client, django_user_model):
+    """Every link and figure of the dashboard is about sets; without the right to view
+    them the links answered 403 while the figures leaked every set's activity."""
+    created(make_set(slug="secret"), 2)
+    staff = django_user_model.objects.create_user("clerk", password="pw-clerk-123", is_staff=True)
+    staff.user_permissions.add(Permission.objects.get(codename="view_dataprovider"))
+    client.force_login(staff)
+
+    html = client.get(reverse("admin:index")).content.decode()
+
+    assert "acme/secret" not in html and "set-overview" not in html
+    assert 'class="chart"' not in html and "Ingest rate" not in html
+    assert "Data providers" in html  # the app list of what this user may see
+
+    staff.user_permissions.add(Permission.objects.get(codename="view_resourceset"))
+    staff = django_user_model.objects.get(pk=staff.pk)  # permissions are cached per instance
+    client.force_login(staff)
+    assert "acme/secret" in client.get(reverse("admin:index")).content.decode()
