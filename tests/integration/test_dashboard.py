@@ -156,3 +156,19 @@ def test_staff_who_may_not_view_sets_get_the_plain_admin_index(client, django_us
     staff = django_user_model.objects.get(pk=staff.pk)  # permissions are cached per instance
     client.force_login(staff)
     assert "acme/secret" in client.get(reverse("admin:index")).content.decode()
+
+
+def test_a_set_of_an_inactive_provider_says_it_is_not_published(admin_client, client):
+    """Its documents answer 404 while the dashboard and its set page looked as usual."""
+    hidden = make_set()
+    created(hidden, 2)
+    make_set(provider="other", slug="shown")
+    hidden.provider.active = False
+    hidden.provider.save()
+    assert client.get("/resourcesync/acme/articles/capabilitylist.xml").status_code == 404
+
+    notice = "Not published: its provider acme is inactive"
+    assert notice in row_of(dashboard(admin_client), "acme/articles")
+    assert "Not published" not in row_of(dashboard(admin_client), "other/shown")
+    set_page = admin_client.get(reverse("admin:sources_resourceset_change", args=[hidden.pk]))
+    assert notice in set_page.content.decode()
