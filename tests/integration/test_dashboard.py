@@ -172,3 +172,21 @@ def test_a_set_of_an_inactive_provider_says_it_is_not_published(admin_client, cl
     assert "Not published" not in row_of(dashboard(admin_client), "other/shown")
     set_page = admin_client.get(reverse("admin:sources_resourceset_change", args=[hidden.pk]))
     assert notice in set_page.content.decode()
+
+
+def test_times_on_the_dashboard_and_the_set_page_name_their_zone(admin_client):
+    """They were UTC shown without a zone, while the API and the documents say `Z`."""
+    articles = make_set()
+    created(articles, 2)  # regenerated at once: a run and a last regeneration to show
+    moment = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC"
+
+    html = dashboard(admin_client)
+    assert re.search(rf">{moment}</a>", row_of(html, "acme/articles"))
+    assert re.search(rf"<title>{moment} acme/articles: ", html)  # a regeneration's duration
+    assert re.search(r"peak \d+ at \d{4}-\d\d-\d\d \d\d:00 UTC", html)  # the ingest rate
+    page = admin_client.get(reverse("admin:sources_resourceset_change", args=[articles.pk]))
+    html = page.content.decode()
+    last = re.search(r'<span id="last-regeneration">(.*?)</span></p>', html, re.S)
+    runs = re.search(r'<table id="set-runs">.*?</table>', html, re.S)
+    assert last and re.search(moment, last[1])
+    assert runs and re.search(rf">{moment}</a>", runs[0])
