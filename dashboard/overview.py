@@ -17,6 +17,7 @@ from django.db.models import Count, IntegerField, OuterRef, QuerySet, Subquery
 from django.db.models.functions import Coalesce, TruncDate, TruncHour
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.formats import date_format
 from django.utils.safestring import SafeString
 
 from journal.liveness import close_abandoned_runs
@@ -51,6 +52,11 @@ class ReceiptHour(TruncHour):
     def as_sqlite(self, compiler: Any, connection: Any, **extra: Any) -> tuple[str, list[Any]]:
         sql, params = compiler.compile(self.lhs)
         return f"substr({sql}, 1, 13) || ':00:00'", params
+
+
+def local_time(moment: dt.datetime) -> str:
+    """As the admin shows times: DATETIME_FORMAT, to the second, with the zone."""
+    return date_format(timezone.localtime(moment), "DATETIME_FORMAT")
 
 
 def start_of_today(now: dt.datetime) -> dt.datetime:
@@ -161,7 +167,7 @@ def ingest_chart(now: dt.datetime, resource_set: ResourceSet | None = None) -> S
     counts = changes_by_hour(first, resource_set)
     values = [counts.get(hour, 0) for hour in hours]
     return charts.line_chart(
-        [f"{timezone.localtime(hour):%Y-%m-%d %H:00}" for hour in hours],
+        [f"{timezone.localtime(hour):%Y-%m-%d %H:00 %Z}" for hour in hours],
         values,
         title=f"Ingest rate: changes received per hour, last {DAYS} days",
         unit="changes/hour",
@@ -180,7 +186,7 @@ def durations_chart(resource_set: ResourceSet | None = None) -> SafeString:
     )[::-1]
     seconds = [run.duration.total_seconds() if run.duration else 0.0 for run in newest]
     return charts.bar_chart(
-        [f"{timezone.localtime(run.started_at):%Y-%m-%d %H:%M:%S} {run.target}" for run in newest],
+        [f"{local_time(run.started_at)} {run.target}" for run in newest],
         [charts.Series(name="seconds", values=seconds, colour="#6a1b9a")],
         title=f"Regeneration durations, last {DURATION_RUNS} runs",
         unit="s",

@@ -8,6 +8,8 @@ from django.contrib import admin
 from django.http import HttpRequest
 from django.template.response import TemplateResponse
 
+from sources.models import ResourceSet
+
 from . import overview
 
 
@@ -20,5 +22,17 @@ class PortalAdminSite(admin.AdminSite):
     def index(
         self, request: HttpRequest, extra_context: dict[str, Any] | None = None
     ) -> TemplateResponse:
-        """The app list, with every set's state and the last 30 days in charts."""
+        """The app list, with every set's state and the last 30 days in charts.
+
+        Only for those who may view resource sets: everything the dashboard shows
+        and links to is about them. Others get the admin's plain index.
+        """
+        if not self._may_view_sets(request):
+            response = super().index(request, extra_context)
+            response.template_name = "admin/index.html"
+            return response
         return super().index(request, {**overview.dashboard_context(), **(extra_context or {})})
+
+    def _may_view_sets(self, request: HttpRequest) -> bool:
+        set_admin = self._registry.get(ResourceSet)
+        return set_admin is not None and set_admin.has_view_permission(request)

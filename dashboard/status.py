@@ -19,6 +19,8 @@ from sitemaps.models import ChangeListPage, RegenerationState, ResourceListPage
 from sitemaps.selectors import lease_is_dead
 from sources.models import ResourceSet
 
+from .overview import local_time
+
 
 @dataclass(frozen=True)
 class RegenerationStatus:
@@ -54,7 +56,7 @@ def last_regeneration_text(state: RegenerationState | None) -> str:
     else:
         written = "nothing to rewrite"
     error = f" — failed since: {state.last_error}" if state.last_error else ""
-    return f"{timezone.localtime(state.regenerated_at):%Y-%m-%d %H:%M:%S} ({written}){error}"
+    return f"{local_time(state.regenerated_at)} ({written}){error}"
 
 
 def running_text(state: RegenerationState, now: dt.datetime) -> tuple[str, str]:

@@ -1,4 +1,5 @@
-"""Admin: subscriptions per set with retry and remove actions, and the delivery log."""
+"""Admin: subscriptions per set with retry and remove actions; notifications and deliveries
+read-only (the hub writes them; housekeeping forgets old ones)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,8 @@ from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils import timezone
+
+from sources.admin import ReadOnlyAdmin
 
 from . import hub, tasks
 from .models import Delivery, Notification, Subscription
@@ -74,8 +77,9 @@ class SubscriptionAdmin(admin.ModelAdmin):
 
 
 @admin.register(Delivery)
-class DeliveryAdmin(admin.ModelAdmin):
-    """The delivery log: every attempt's outcome, newest first."""
+class DeliveryAdmin(ReadOnlyAdmin):
+    """The delivery log: every attempt's outcome, newest first. A pending delivery is
+    stopped by removing its subscription, never by editing or deleting its row."""
 
     list_display = (
         "id",
@@ -90,24 +94,20 @@ class DeliveryAdmin(admin.ModelAdmin):
     )
     list_filter = ("status", "notification__kind", "notification__resource_set")
     search_fields = ("callback",)
-    readonly_fields = [field.name for field in Delivery._meta.fields]
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
+    readonly_fields = [field.name for field in Delivery._meta.fields]  # shows created_at too
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Delivery]:
         return super().get_queryset(request).select_related("notification__resource_set__provider")
 
 
 @admin.register(Notification)
-class NotificationAdmin(admin.ModelAdmin):
+class NotificationAdmin(ReadOnlyAdmin):
+    """Every payload published; read-only, since deleting one would cancel its deliveries."""
+
     list_display = ("id", "resource_set", "kind", "entries", "since", "until", "created_at")
     list_filter = ("kind", "resource_set")
     readonly_fields = ("resource_set", "kind", "entries", "since", "until", "created_at", "xml")
     exclude = ("payload",)
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
 
     @admin.display(description="payload")
     def xml(self, obj: Notification) -> str:

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 from urllib.parse import urlencode
 
 from django.conf import settings
 from django.urls import reverse
+from django.utils.html import escape
+from django.utils.safestring import SafeString, mark_safe
 from drf_spectacular.utils import (
     OpenApiExample,
     OpenApiResponse,
@@ -156,10 +159,29 @@ class JsonOrBrowsableView(APIView):
         return [JSONRenderer()]
 
 
+#: A quoted URL in escaped JSON, with no `{` (no URI template) and no `&` (nothing escaped).
+QUOTED_CONCRETE_URL = re.compile(r"&quot;(https?://[^\s{}&]+)&quot;")
+
+
+class BrowsableApiRoot(BrowsableAPIRenderer):
+    """The root's page: its URLs are links, its URI templates text.
+
+    The page runs the JSON through Django's `urlize`, which linked each template
+    too (`{provider}` quoted to `%7Bprovider%7D`, a URL that answers 404). Given
+    escaped, urlize links nothing; so only concrete URLs get their quotes back.
+    """
+
+    def get_content(self, *args: Any, **kwargs: Any) -> SafeString:
+        content = escape(super().get_content(*args, **kwargs))
+        # Escaped above; the URLs put back hold no `&`, `<` or whitespace.
+        return mark_safe(QUOTED_CONCRETE_URL.sub(r'"\1"', content))  # noqa: S308
+
+
 class ApiRootApi(JsonOrBrowsableView):
     """`/api/v1/`: the endpoints, where the docs are, and how to authenticate."""
 
     permission_classes = [AllowAny]
+    renderer_classes = [JSONRenderer, BrowsableApiRoot]
 
     @extend_schema(exclude=True)
     def get(self, request: Request) -> Response:
@@ -203,8 +225,9 @@ class ResourceSetListApi(ApiTokenView):
 
 
 class EventIngestApi(ResourceSetView):
-    """The harvester's write path; see INGEST_DESCRIPTION for the semantics."""
+    """The harvester's write path; its browsable page states what the API docs state."""
 
+    description = INGEST_DESCRIPTION
     parser_classes = [JSONEventsParser, NDJSONEventsParser]
 
     @extend_schema(

@@ -48,6 +48,24 @@ def test_staff_logged_in_to_the_admin_browse_the_api(admin_client, django_user_m
         assert refused.status_code == 401 and refused["Content-Type"] == "application/json"
 
 
+def test_the_browsable_root_links_its_urls_and_leaves_its_uri_templates_as_text(admin_client):
+    """Linked, `{provider}` became `%7Bprovider%7D`: a link that answered 404."""
+    page = admin_client.get("/api/v1/", headers={"Accept": "text/html"}).content.decode()
+    assert "%7B" not in page
+    assert "http://testserver/api/v1/sets/{provider}/{set}/events" in page
+    assert '<a href="http://testserver/api/v1/sets/"' in page
+    assert '<a href="http://testserver/api/docs/"' in page
+
+
+def test_the_browsable_event_ingest_page_states_the_semantics(admin_client):
+    """It said "see INGEST_DESCRIPTION", a constant in the code no operator can read."""
+    ResourceSetFactory(provider__slug="acme", slug="reports")
+    url = reverse("api:events", args=("acme", "reports"))
+    page = admin_client.get(url, headers={"Accept": "text/html"}).content.decode()
+    assert "INGEST_DESCRIPTION" not in page
+    assert "A request is all or nothing" in page and "application/x-ndjson" in page
+
+
 def test_a_staff_session_writes_only_with_its_csrf_token(admin_user):
     ResourceSetFactory(provider__slug="acme", slug="reports")
     browser = Client(enforce_csrf_checks=True)

@@ -105,6 +105,11 @@ def overflow(page) -> int:
     )
 
 
+def page_overflow(page) -> int:
+    """How many pixels the page is wider than the window; a wide table scrolls in its box."""
+    return page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+
+
 def a_set_with_history() -> ResourceSet:
     resource_set = make_set(entries_per_document=10)
     with TestCase.captureOnCommitCallbacks(execute=True):
@@ -214,3 +219,27 @@ def test_lists_fit_a_1400_pixel_window_and_slugs_fill_themselves(
     page.locator("#id_name").press_sequentially("Theses and Dissertations")
     assert page.input_value("#id_slug") == "theses-and-dissertations"
     assert page.input_value("#id_capability_settings-0-changelist_rotation") == "1 day"
+
+
+def test_the_dashboard_and_a_document_fit_a_375_pixel_phone(page, live_server, django_user_model):
+    """The charts' 28rem columns pushed today's bars off-screen, and the Set and loc
+    columns (and the set page's document column) were squeezed to two or three
+    characters a line."""
+    resource_set = a_set_with_history()
+    page.set_viewport_size({"width": 375, "height": 800})
+    log_in(page, live_server, django_user_model)
+    assert page_overflow(page) <= 0
+    assert page.locator("#set-overview tbody th").first.bounding_box()["width"] >= 100
+    for chart in page.locator("svg.chart").all():
+        assert chart.bounding_box()["x"] + chart.bounding_box()["width"] <= 375
+    screenshot(page, "dashboard-375")
+
+    page.goto(f"{live_server.url}/admin/sources/resourceset/{resource_set.pk}/change/")
+    assert page_overflow(page) <= 0
+    assert page.locator("#set-documents tbody td").first.bounding_box()["width"] >= 150
+    screenshot(page, "set-page-375")
+    page.click("#set-documents a:text('view') >> nth=1")
+    page.wait_for_selector("#document-entries")
+    assert page_overflow(page) <= 0
+    assert page.locator("#document-entries tbody td").first.bounding_box()["width"] >= 150
+    screenshot(page, "document-375")

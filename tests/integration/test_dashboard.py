@@ -6,6 +6,7 @@ import re
 from datetime import timedelta
 
 import pytest
+from django.contrib.auth.models import Permission
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
@@ -135,3 +136,57 @@ def test_chart_labels_are_escaped_and_the_axis_is_rounded():
     assert "<script>" not in svg and "&lt;script&gt;" in svg and "a&amp;b" in svg
     assert [charts.nice_ceiling(v) for v in (0, 7, 10, 11, 3400)] == [1, 10, 10, 20, 5000]
     assert "nothing yet" in charts.line_chart(["a", "b"], [0, 0], title="t", unit="u")
+
+
+def test_staff_who_may_not_view_sets_get_the_plain_admin_index(client, django_user_model):
+    """Every link and figure of the dashboard is about sets; without the right to view
+    them the links answered 403 while the figures leaked every set's activity."""
+    created(make_set(slug="secret"), 2)
+    staff = django_user_model.objects.create_user("clerk", password="pw-clerk-123", is_staff=True)
+    staff.user_permissions.add(Permission.objects.get(codename="view_dataprovider"))
+    client.force_login(staff)
+
+    html = client.get(reverse("admin:index")).content.decode()
+
+    assert "acme/secret" not in html and "set-overview" not in html
+    assert 'class="chart"' not in html and "Ingest rate" not in html
+    assert "Data providers" in html  # the app list of what this user may see
+
+    staff.user_permissions.add(Permission.objects.get(codename="view_resourceset"))
+    staff = django_user_model.objects.get(pk=staff.pk)  # permissions are cached per instance
+    client.force_login(staff)
+    assert "acme/secret" in client.get(reverse("admin:index")).content.decode()
+
+
+def test_a_set_of_an_inactive_provider_says_it_is_not_published(admin_client, client):
+    """Its documents answer 404 while the dashboard and its set page looked as usual."""
+    hidden = make_set()
+    created(hidden, 2)
+    make_set(provider="other", slug="shown")
+    hidden.provider.active = False
+    hidden.provider.save()
+    assert client.get("/resourcesync/acme/articles/capabilitylist.xml").status_code == 404
+
+    notice = "Not published: its provider acme is inactive"
+    assert notice in row_of(dashboard(admin_client), "acme/articles")
+    assert "Not published" not in row_of(dashboard(admin_client), "other/shown")
+    set_page = admin_client.get(reverse("admin:sources_resourceset_change", args=[hidden.pk]))
+    assert notice in set_page.content.decode()
+
+
+def test_times_on_the_dashboard_and_the_set_page_name_their_zone(admin_client):
+    """They were UTC shown without a zone, while the API and the documents say `Z`."""
+    articles = make_set()
+    created(articles, 2)  # regenerated at once: a run and a last regeneration to show
+    moment = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC"
+
+    html = dashboard(admin_client)
+    assert re.search(rf">{moment}</a>", row_of(html, "acme/articles"))
+    assert re.search(rf"<title>{moment} acme/articles: ", html)  # a regeneration's duration
+    assert re.search(r"peak \d+ at \d{4}-\d\d-\d\d \d\d:00 UTC", html)  # the ingest rate
+    page = admin_client.get(reverse("admin:sources_resourceset_change", args=[articles.pk]))
+    html = page.content.decode()
+    last = re.search(r'<span id="last-regeneration">(.*?)</span></p>', html, re.S)
+    runs = re.search(r'<table id="set-runs">.*?</table>', html, re.S)
+    assert last and re.search(moment, last[1])
+    assert runs and re.search(rf">{moment}</a>", runs[0])

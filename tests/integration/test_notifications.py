@@ -1038,6 +1038,27 @@ def test_admin_lists_subscriptions_and_deliveries_and_retries_or_removes(
     assert Delivery.objects.exists()  # the log stays
 
 
+def test_the_notification_and_delivery_logs_are_read_only_in_the_admin(admin_client, notifying_set):
+    """Every field is read-only: Save reported success and changed nothing."""
+    notification = Notification.objects.create(
+        resource_set=notifying_set, kind="change", payload=b"<urlset/>"
+    )
+    delivery = Delivery.objects.create(
+        notification=notification, callback="https://example.org/cb", next_attempt_at=timezone.now()
+    )
+    for row in (notification, delivery):
+        url = reverse(f"admin:notifications_{row._meta.model_name}_change", args=[row.pk])
+        page = admin_client.get(url).content.decode()
+        assert 'name="_save"' not in page and 'name="_continue"' not in page
+        assert admin_client.post(url, {}).status_code == 403
+        delete = reverse(f"admin:notifications_{row._meta.model_name}_delete", args=[row.pk])
+        assert admin_client.post(delete, {"post": "yes"}).status_code == 403
+    index = admin_client.get(reverse("admin:app_list", args=["notifications"])).content.decode()
+    for model in ("notification", "delivery"):
+        assert f'href="/admin/notifications/{model}/" class="viewlink"' in index
+    assert Delivery.objects.filter(pk=delivery.pk).exists()
+
+
 # --- With a real Celery worker ---
 
 
