@@ -310,10 +310,9 @@ RESOURCESYNC_SCAN_SETS = [
 
 # --- Ingestion API -----------------------------------------------------------
 # A request is one transaction: the limit keeps one inside gunicorn's timeout
-# (README, Production) and bounds the memory its validated events take. At
-# least one event's own limit (1 MiB, sources/api/parsers.py).
+# (README, Production) and bounds the memory its validated events take.
 INGEST_MAX_BODY_BYTES = env_int(
-    "INGEST_MAX_BODY_BYTES", 16 * 1024 * 1024, minimum=1024 * 1024, maximum=2**40
+    "INGEST_MAX_BODY_BYTES", 16 * 1024 * 1024, minimum=1024, maximum=2**40
 )
 # How far ahead of this server's clock an event's `datetime` may be.
 INGEST_CLOCK_SKEW_SECONDS = env_int("INGEST_CLOCK_SKEW_SECONDS", 300, minimum=0, maximum=DAY)

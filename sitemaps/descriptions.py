@@ -8,6 +8,7 @@ from notifications import topics
 from sources.models import ApiToken, ResourceSet
 
 from . import change_list_archive, links
+from .dumps.build import dump_problem
 from .models import DumpDocument, IndexDocument
 from .protocol.builders import (
     CapabilityEntry,
@@ -42,13 +43,18 @@ def written_documents(resource_set: ResourceSet) -> set[str]:
 
 
 def missing_documents(resource_set: ResourceSet) -> set[str]:
-    """Kinds the set publishes whose top document (or dump) is not written yet."""
+    """Kinds the set publishes whose top document (or dump) is not written yet.
+
+    Dumps the set cannot build (no files it can read) are not waited for: a run
+    would only record why again.
+    """
     capabilities = resource_set.capabilities
+    dumps = dump_problem(resource_set) is None
     published = {
         Capability.RESOURCE_LIST: capabilities.publish_resource_list,
         Capability.CHANGE_LIST: capabilities.publish_change_list,
-        Capability.RESOURCE_DUMP: capabilities.publish_resource_dump,
-        Capability.CHANGE_DUMP: capabilities.publish_change_dump,
+        Capability.RESOURCE_DUMP: dumps and capabilities.publish_resource_dump,
+        Capability.CHANGE_DUMP: dumps and capabilities.publish_change_dump,
     }
     wanted = {str(kind) for kind, on in published.items() if on}
     return wanted - written_documents(resource_set) - set(written_dumps(resource_set))
