@@ -78,7 +78,7 @@ class Run(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.kind} of {self.target} at {self.started_at:%Y-%m-%d %H:%M:%S}"
+        return f"{self.kind} of {self.target} at {self.started_at:%Y-%m-%d %H:%M:%S %Z}"
 
     @property
     def duration(self) -> timedelta | None:

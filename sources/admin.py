@@ -13,6 +13,7 @@ from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
 from dashboard.forms import HumanDurationField
+from dashboard.overview import local_time
 from dashboard.set_page import ResourceSetPage, start_regeneration
 from dashboard.status import last_regeneration_text, regeneration_state, running_text
 from sitemaps.dumps.build import settings_problem
@@ -140,11 +141,11 @@ class ResourceSetAdmin(ResourceSetPage, admin.ModelAdmin):
         last = "never"
         if state is not None and state.built_at is not None:
             last = (
-                f"{state.built_at:%Y-%m-%d %H:%M:%S}: {state.packages_written} package(s), "
+                f"{local_time(state.built_at)}: {state.packages_written} package(s), "
                 f"{readable_size(state.bytes_written)} written, {state.skipped} not packaged"
             )
             if state.problem:
-                last = f"{state.built_at:%Y-%m-%d %H:%M:%S}: not built: {state.problem}"
+                last = f"{local_time(state.built_at)}: not built: {state.problem}"
         packages = format_html_join(
             ", ",
             "{} ({} bitstreams, {} bytes)",

@@ -190,3 +190,6 @@ def test_times_on_the_dashboard_and_the_set_page_name_their_zone(admin_client):
     runs = re.search(r'<table id="set-runs">.*?</table>', html, re.S)
     assert last and re.search(moment, last[1])
     assert runs and re.search(rf">{moment}</a>", runs[0])
+    run = Run.objects.filter(resource_set=articles).first()
+    title = admin_client.get(reverse("admin:journal_run_change", args=[run.pk])).content.decode()
+    assert re.search(rf"<title>regeneration of acme/articles at {moment} ", title)
