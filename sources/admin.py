@@ -37,11 +37,18 @@ def mirror_in_use() -> bool:
     return type(get_generator()).index_pending is not BaseGenerator.index_pending
 
 
+#: A plain input: the admin's URL widget links "Currently:" to the prefix, a folder
+#: that answers 404.
+URL_PREFIX_FIELD: dict[type[models.Field[Any, Any]], dict[str, Any]] = {
+    models.URLField: {"assume_scheme": "https", "widget": forms.URLInput(attrs={"size": 60})}
+}
+
+
 class ResourceSetInline(admin.TabularInline):
     model = ResourceSet
     fields = ("name", "slug", "url_prefix", "protected")
     prepopulated_fields = {"slug": ("name",)}
-    formfield_overrides = {models.URLField: {"assume_scheme": "https"}}
+    formfield_overrides = URL_PREFIX_FIELD
     extra = 0
     show_change_link = True
 
@@ -103,7 +110,7 @@ class ResourceSetAdmin(ResourceSetPage, admin.ModelAdmin):
     readonly_fields = ("changed_at", "accepts_changes_since", "dumps")
     prepopulated_fields = {"slug": ("name",)}
     inlines = [CapabilitySettingsInline]
-    formfield_overrides = {models.URLField: {"assume_scheme": "https"}}
+    formfield_overrides = URL_PREFIX_FIELD
     actions = ["regenerate_now", "regenerate_all_pages"]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[ResourceSet]:

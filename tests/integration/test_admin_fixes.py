@@ -299,3 +299,14 @@ def test_a_token_that_could_reach_nothing_is_refused_by_name(admin_client, djang
     html = response.content.decode()
     assert html.count("A token belongs to a provider or to a staff user.") == 1
     assert "is violated" not in html
+
+
+def test_the_url_prefix_is_a_field_not_a_link(admin_client):
+    """The admin's URL widget linked "Currently:" to the prefix, a folder that answers 404."""
+    resource_set = make_set()
+    url = reverse("admin:sources_resourceset_change", args=[resource_set.pk])
+
+    html = admin_client.get(url).content.decode()
+
+    assert 'name="url_prefix" value="http://data.example.org/acme/articles/"' in html
+    assert 'href="http://data.example.org/acme/articles/"' not in html
