@@ -163,7 +163,9 @@ class ResourceSetAdmin(ResourceSetPage, admin.ModelAdmin):
             ),
         )
         skipped = format_html_join(
-            "", "<li>{}: {}</li>", ((item["uri"], item["reason"]) for item in status.skipped)
+            "",
+            "<li>{}: {}: {}</li>",
+            ((item["package"], item["uri"], item["reason"]) for item in status.skipped),
         )
         return format_html(
             "Last dump run: {}<br>Packages ({} bytes): {}<br>Not packaged now: {}<ul>{}</ul>",

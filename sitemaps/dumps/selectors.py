@@ -37,5 +37,8 @@ def dump_status(resource_set: ResourceSet, *, shown: int = 20) -> DumpStatus:
     )
     for package in [*status.resource_packages, *status.change_packages]:
         status.skipped_count += package.skipped_count
-        status.skipped.extend(package.skipped[: max(shown - len(status.skipped), 0)])
+        room = max(shown - len(status.skipped), 0)
+        status.skipped.extend(
+            {**item, "package": package.public_name} for item in package.skipped[:room]
+        )
     return status
