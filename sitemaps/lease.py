@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import DatabaseError, connection, connections
+from django.db import DatabaseError, connection, connections, transaction
 from django.db.models import Q
 from django.db.models.functions import Coalesce
 from django.utils import timezone
@@ -59,6 +59,19 @@ class Lease:
         """Record that the run is alive (with any progress fields); raise if taken over."""
         if not self._mine().update(heartbeat_at=timezone.now(), **fields):
             raise LeaseLost(f"regeneration lease of {self.holder} was taken over")
+
+    @contextmanager
+    def holding(self) -> Iterator[None]:
+        """A transaction in which the set is still this run's, and stays so.
+
+        The beat locks the state row (a write), so no run takes the set over until
+        the block commits; a run that lost the set raises LeaseLost before it writes.
+        A run stalled past its lease would otherwise publish the document it was
+        building over the newer run's.
+        """
+        with transaction.atomic():
+            self.beat()
+            yield
 
     def release(self, **fields: object) -> bool:
         """Let the set go, recording `fields`; False if it had been taken over."""

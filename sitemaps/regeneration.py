@@ -780,8 +780,9 @@ class RegenerationRun:
         previous = document.storage_name
         document.storage_name, document.etag = name, etag
         self.report.bytes_written += document.size
-        document.save()
-        publishing.publish(self.resource_set, document)
+        with self.lease.holding():
+            document.save()
+            publishing.publish(self.resource_set, document)
         if previous and previous != name:
             delete_document(previous)
 

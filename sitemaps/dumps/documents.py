@@ -156,7 +156,8 @@ def _store(job: DumpJob, kind: str, number: int, content: bytes, *, entries: int
     previous = document.storage_name
     document.storage_name, document.etag = name, etag
     document.entries, document.size, document.generated_at = entries, len(content), timezone.now()
-    document.save()
-    publishing.publish(job.resource_set, document)
+    with job.run.lease.holding():
+        document.save()
+        publishing.publish(job.resource_set, document)
     if previous and previous != name:
         delete_document(previous)

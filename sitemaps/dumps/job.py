@@ -134,8 +134,9 @@ class DumpJob:
         package.entries, package.generated_at = written.bitstreams, timezone.now()
         package.skipped = [vars_of(s) for s in written.skipped[:SKIPPED_KEPT]]
         package.skipped_count = len(written.skipped)
-        package.save()
-        publishing.publish_package(self.resource_set, package)
+        with self.run.lease.holding():
+            package.save()
+            publishing.publish_package(self.resource_set, package)
         for name in old:
             delete_document(name)
         self.record(package, stored.size, written)
@@ -144,13 +145,14 @@ class DumpJob:
     def write_empty(self, package: DumpPackage) -> None:
         """A package with nothing to hold has no ZIP (an empty manifest is not valid XML
         Sitemap): the row keeps its range, the dump does not list it."""
-        publishing.withdraw_package(self.resource_set, package)
         old = [package.storage_name, package.manifest_name]
         package.storage_name = package.etag = package.md5 = package.sha256 = ""
         package.manifest_name = package.manifest_etag = ""
         package.size = package.manifest_size = package.entries = package.skipped_count = 0
         package.skipped, package.generated_at = [], timezone.now()
-        package.save()
+        with self.run.lease.holding():
+            publishing.withdraw_package(self.resource_set, package)
+            package.save()
         for name in old:
             if name:
                 delete_document(name)

@@ -26,7 +26,14 @@ from resync.change_dump_manifest import ChangeDumpManifest
 from resync.resource_dump import ResourceDump
 from resync.resource_dump_manifest import ResourceDumpManifest
 
-from sitemaps.models import ChangePackage, DumpState, ResourcePackage
+from sitemaps.lease import LeaseLost
+from sitemaps.models import (
+    ChangePackage,
+    DumpDocument,
+    DumpState,
+    RegenerationState,
+    ResourcePackage,
+)
 from sitemaps.regeneration import regenerate
 from sources.events import Event
 from sources.models import ApiToken, CapabilitySettings, DataProvider, LocationType, ResourceSet
@@ -284,6 +291,31 @@ def test_a_run_that_wrote_only_dump_packages_says_so(tmp_path: Path) -> None:
 
     assert report is not None and not report.pages_written
     assert str(report).startswith("wrote 1 dump package(s) (")
+
+
+@pytest.mark.parametrize("step", ["package", "dump document"])
+def test_a_run_that_lost_its_lease_publishes_no_dump(tmp_path: Path, monkeypatch, step) -> None:
+    """A run stalled past its lease and taken over wrote over the newer run's dump."""
+    from sitemaps.dumps import documents as dump_documents
+    from sitemaps.dumps.job import DumpJob
+
+    files = FileSet(tmp_path / "files", entries_per_document=4, publish_change_dump=False)
+    files.post([files.write(f"r{n}.txt", content(n)) for n in range(6)])
+    rows = {"package": ResourcePackage, "dump document": DumpDocument}[step].objects
+    published = list(rows.values_list("storage_name"))
+    owner, name = {"package": (DumpJob, "write"), "dump document": (dump_documents, "_store")}[step]
+    storing = getattr(owner, name)
+
+    def taken_over_while_storing(*args, **kwargs):
+        RegenerationState.objects.filter(resource_set=files.resource_set).update(holder="next")
+        return storing(*args, **kwargs)
+
+    monkeypatch.setattr(owner, name, taken_over_while_storing)
+
+    with pytest.raises(LeaseLost):
+        files.post([files.write("r1.txt", content(1, version=2), change="updated")])
+
+    assert list(rows.values_list("storage_name")) == published
 
 
 def test_a_file_that_differs_from_its_record_is_reported_not_packaged(tmp_path: Path, client):

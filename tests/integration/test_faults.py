@@ -141,6 +141,43 @@ def test_a_lease_without_a_heartbeat_for_the_window_is_taken_over(settings):
     taken.beat(progress_done=1)
 
 
+@pytest.mark.django_db
+@pytest.mark.parametrize("document", ["resource list page", "change list page"])
+def test_a_run_that_lost_its_lease_publishes_nothing_more(monkeypatch, tmp_path, document):
+    """A run stalled past its lease (a paused VM, a swap storm) and taken over wrote the
+    page it was building over the newer run's when it woke: stale entries stayed served
+    until that page changed again."""
+    from sitemaps import regeneration
+    from sitemaps.models import ChangeListPage
+
+    resource_set = make_set(entries_per_document=2)
+    created(resource_set, 5)
+    regenerate(resource_set)
+    before = {
+        "resource list page": lambda: list(ResourceListPage.objects.values_list("storage_name")),
+        "change list page": lambda: list(ChangeListPage.objects.values_list("storage_name")),
+    }[document]
+    published = before()
+    owner, name = {
+        "resource list page": (regeneration.RegenerationRun, "store_page"),
+        "change list page": (regeneration.RegenerationRun, "store_change_page"),
+    }[document]
+    storing = getattr(owner, name)
+
+    def taken_over_while_storing(*args, **kwargs):
+        """Another run takes the set over once this one has built the document."""
+        RegenerationState.objects.filter(resource_set=resource_set).update(holder="the next run")
+        return storing(*args, **kwargs)
+
+    monkeypatch.setattr(owner, name, taken_over_while_storing)
+    ingest_events(resource_set=resource_set, events=[event("updated", "r/0000001", version=2)])
+
+    with pytest.raises(lease.LeaseLost):
+        regenerate(resource_set)  # rewrites the pages holding the update
+
+    assert before() == published
+
+
 WINDOW = 2.0  # seconds without a heartbeat before a lease is presumed dead
 
 
