@@ -14,6 +14,7 @@ import os
 from typing import BinaryIO
 from urllib.parse import unquote
 
+from sitemaps.protocol.records import ChangeRecord, ResourceRecord
 from sitemaps.protocol.xmlchars import forbidden_character
 
 from .generators.base import ResourceUnreadable
@@ -25,6 +26,7 @@ __all__ = [
     "open_resource_file",
     "packaged_path",
     "relative_path",
+    "under_prefix_uri",
     "unreadable_reason",
 ]
 
@@ -46,6 +48,16 @@ def packaged_path(resource_set: ResourceSet, uri: str) -> str | None:
     if relative is None or relative.endswith("/") or forbidden_character(relative):
         return None
     return relative
+
+
+def under_prefix_uri(resource_set: ResourceSet, record: ResourceRecord | ChangeRecord) -> str:
+    """The URI to read a record's file by: its own, or for a change recorded before the
+    set's url_prefix moved (closed lists keep the URIs they were published with), the
+    URI its resource has now, which names the same file under the root."""
+    if isinstance(record, ResourceRecord) or relative_path(resource_set, record.uri) is not None:
+        return record.uri
+    moved = Resource.objects.filter(pk=record.resource_key, resource_set=resource_set)
+    return moved.values_list("uri", flat=True).first() or record.uri
 
 
 def resource_file(resource_set: ResourceSet, uri: str) -> str:

@@ -166,6 +166,6 @@ class BaseGenerator:
         resource_root_dir; raises ResourceUnreadable when there is none. The
         caller checks the bytes against the record.
         """
-        from sources.resource_files import open_resource_file
+        from sources.resource_files import open_resource_file, under_prefix_uri
 
-        return open_resource_file(resource_set, record.uri)
+        return open_resource_file(resource_set, under_prefix_uri(resource_set, record))

@@ -318,6 +318,32 @@ def test_a_run_that_lost_its_lease_publishes_no_dump(tmp_path: Path, monkeypatch
     assert list(rows.values_list("storage_name")) == published
 
 
+def test_changes_recorded_before_a_url_prefix_move_are_still_packaged(tmp_path: Path) -> None:
+    """Closed windows keep the URIs they were published with; their files are read where
+    the resource now points. They were skipped as "not under the set's url_prefix", in
+    packages then final: gone from the Change Dump for good."""
+    files = FileSet(
+        tmp_path / "files",
+        publish_change_dump=False,
+        publish_resource_dump=False,
+        changelist_rotation=timedelta(seconds=0),  # each run closes the open list
+    )
+    files.post([files.write("a.txt", b"a"), files.write("b.txt", b"b")])
+    files.post([files.write("c.txt", b"c")])
+    files.resource_set.url_prefix = "http://data.example.org/acme/moved/"
+    files.resource_set.save()
+    CapabilitySettings.objects.filter(resource_set=files.resource_set).update(
+        publish_change_dump=True
+    )
+
+    report = regenerate(ResourceSet.objects.get(pk=files.resource_set.pk))
+
+    assert report is not None and report.dumps is not None
+    assert report.dumps.skipped == []
+    packages = ChangePackage.objects.exclude(storage_name="")
+    assert sum(package.entries for package in packages) == 3
+
+
 def test_a_file_that_differs_from_its_record_is_reported_not_packaged(tmp_path: Path, client):
     files = FileSet(tmp_path / "files")
     events = [files.write(f"r{n}.txt", content(n)) for n in range(4)]
