@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
-from django.db import OperationalError
+from django.db import InterfaceError, OperationalError
 from django.http import UnreadablePostError
 from rest_framework import status
 from rest_framework.exceptions import APIException
@@ -81,10 +81,35 @@ class SetMoved(APIException):
     retry_after = 1
 
 
+class DatabaseUnavailable(APIException):
+    """The database is down, restarting or out of room: nothing was applied, try again."""
+
+    status_code = status.HTTP_503_SERVICE_UNAVAILABLE
+    default_detail = "The database is unavailable; nothing was applied. Retry shortly."
+    default_code = "database_unavailable"
+    retry_after = 5
+
+
+#: PostgreSQL's SQLSTATE classes of a server that cannot serve now: connection
+#: exceptions, insufficient resources (disk full, too many connections), shutdown.
+UNAVAILABLE_SQLSTATES = ("08", "53", "57P")
+#: SQLite's result codes of a disk that is full or failing.
+UNAVAILABLE_SQLITE = {"SQLITE_FULL", "SQLITE_IOERR", "SQLITE_CANTOPEN"}
+
+
 def _database_error(exc: OperationalError) -> APIException | None:
-    """Only SQLite's lock timeout is the client's to retry; any other is a bug (500)."""
+    """A lock timeout, or a database down or full, is the client's to retry; any other
+    error is a bug (500)."""
     if "locked" in str(exc):  # "database is locked", "database table is locked"
         return DatabaseBusy()
+    cause = exc.__cause__
+    sqlite_code = getattr(cause, "sqlite_errorname", None)
+    if sqlite_code is not None:
+        return DatabaseUnavailable() if sqlite_code in UNAVAILABLE_SQLITE else None
+    if type(cause).__module__.startswith("psycopg"):
+        sqlstate = getattr(cause, "sqlstate", None)  # None: the connection itself failed
+        if sqlstate is None or sqlstate.startswith(UNAVAILABLE_SQLSTATES):
+            return DatabaseUnavailable()
     return None
 
 
@@ -94,6 +119,7 @@ API_ERRORS: dict[type[Exception], Callable[[Any], APIException | None]] = {
     BodyTooLarge: lambda exc: PayloadTooLarge(str(exc)),
     LengthRequired: lambda exc: ChunkedBodyUnreadable(),
     OperationalError: _database_error,
+    InterfaceError: lambda exc: DatabaseUnavailable(),  # "connection already closed"
     LocationsChanged: lambda exc: SetMoved(),
     UnreadablePostError: lambda exc: BodyError("could not be read to the end."),
 }
@@ -110,6 +136,6 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response |
         body = ErrorListSerializer({"errors": exc.errors}).data
         return Response(body, status=exc.status_code)
     response = exception_handler(exc, context)
-    if response is not None and isinstance(exc, DatabaseBusy | SetMoved):
+    if response is not None and isinstance(exc, DatabaseBusy | DatabaseUnavailable | SetMoved):
         response["Retry-After"] = str(exc.retry_after)
     return response

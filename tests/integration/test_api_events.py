@@ -690,3 +690,58 @@ def test_schema_serializers_describe_the_fields_the_validator_accepts():
     assert {
         name for name, field in LinkSerializer().fields.items() if not field.read_only
     } == LINK_FIELDS
+
+
+def _down(cause: Exception) -> Exception:
+    from django.db import OperationalError
+
+    error = OperationalError(str(cause))
+    error.__cause__ = cause
+    return error
+
+
+def _sqlite_full() -> Exception:
+    import sqlite3
+
+    cause = sqlite3.OperationalError("database or disk is full")
+    cause.sqlite_errorname = "SQLITE_FULL"
+    return cause
+
+
+@pytest.mark.parametrize(
+    "cause",
+    [
+        pytest.param(lambda: __import__("psycopg").OperationalError("connection refused"), id="pg"),
+        pytest.param(_sqlite_full, id="sqlite-disk-full"),
+    ],
+)
+def test_a_database_that_is_down_or_full_is_a_503_to_retry(client, token, monkeypatch, cause):
+    """PostgreSQL restarting answered Django's HTML 500: a sender could not tell it from a
+    bug in its events. Nothing was applied, so it is the sender's to retry."""
+    from sources.api import views
+
+    def unavailable(**kwargs):
+        raise _down(cause())
+
+    monkeypatch.setattr(views, "ingest_events", unavailable)
+
+    response = post(client, token, [event()])
+
+    assert response.status_code == 503
+    assert response["Retry-After"] == "5"
+    assert "nothing was applied" in response.json()["detail"]
+
+
+def test_any_other_database_error_is_still_a_500(client, token, monkeypatch):
+    """A bug (a missing table, a bad query) is not the sender's to retry."""
+    import psycopg
+
+    from sources.api import views
+
+    def broken(**kwargs):
+        raise _down(psycopg.errors.UndefinedTable("relation does not exist"))
+
+    monkeypatch.setattr(views, "ingest_events", broken)
+    client.raise_request_exception = False
+
+    assert post(client, token, [event()]).status_code == 500
