@@ -11,7 +11,7 @@ class SitemapsConfig(AppConfig):
         from django.db.models.signals import post_delete, post_save, pre_save
 
         from sources.models import CapabilitySettings, ResourceSet
-        from sources.signals import changes_indexed, events_ingested
+        from sources.signals import changes_indexed, copy_repaired, events_ingested
 
         from . import receivers
 
@@ -20,6 +20,9 @@ class SitemapsConfig(AppConfig):
         )
         changes_indexed.connect(
             receivers.regenerate_after_ingest, dispatch_uid="sitemaps.regenerate_after_indexing"
+        )
+        copy_repaired.connect(
+            receivers.regenerate_after_repair, dispatch_uid="sitemaps.regenerate_after_repair"
         )
         for model in receivers.PUBLISHING_MODELS:
             for signal in (post_save, post_delete):

@@ -35,6 +35,11 @@ def regenerate_after_ingest(sender: object, *, resource_set_id: int, **kwargs: A
     tasks.after_ingest(resource_set_id)
 
 
+def regenerate_after_repair(sender: object, *, resource_set_id: int, **kwargs: Any) -> None:
+    """`copy_repaired`: rewrite every page, since any may have been built from the gap."""
+    tasks.regenerate_resource_set.delay(resource_set_id, full=True)
+
+
 def rebuild_published_tree(sender: type, **kwargs: Any) -> None:
     """`post_save`/`post_delete` of PUBLISHING_MODELS: rebuild the tree after the commit."""
     if publishing.published_root() is not None:

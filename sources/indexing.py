@@ -39,7 +39,7 @@ from .expressions import AnyOf, UtcText
 from .generators.base import ReconcileReport
 from .models import Change, Resource, ResourceSet
 from .services import resource_set_lock
-from .signals import changes_indexed
+from .signals import changes_indexed, copy_repaired
 
 logger = logging.getLogger(__name__)
 
@@ -289,11 +289,15 @@ class Mirror:
             made = self._clients[name] = (pid, client)
         return made[1]
 
-    def ensure_indices(self) -> None:
-        """Create both indices, with the Documents' mappings, if they are missing."""
+    def ensure_indices(self) -> bool:
+        """Create both indices, with the Documents' mappings, if they are missing; True if
+        one was (whatever it held is gone)."""
+        created = False
         for name, template in self.templates().items():
             if not self.client.indices.exists(index=name):
                 self.client.indices.create(index=name, **template.to_dict())
+                created = True
+        return created
 
     def create_indices(self) -> None:
         """Create both indices with the Documents' mappings; fail if one exists."""
@@ -456,7 +460,12 @@ class Mirror:
         node, a large set) the next one waits REFRESH_COST_MULTIPLE times as
         long, so they never take more than a small share of a backlog's time.
         """
-        self.ensure_indices()
+        if self.ensure_indices() and Change.objects.filter(indexed=True).exists():
+            # A node back without its data: every change is pending again, so no page is
+            # built from the empty copy, and each set is indexed anew (reconcile does the
+            # sets this run does not).
+            Change.objects.filter(indexed=True).update(indexed=False)
+            logger.warning("An Elasticsearch index was missing: every change is indexed again")
         pending = unindexed_changes(resource_set_id)
         done, last = 0, 0
         sent = Sent()
@@ -491,6 +500,7 @@ class Mirror:
         self.refresh()
         if resource_sets is None:
             resource_sets = ResourceSet.objects.select_related("provider")
+        repaired = []
         for resource_set in resource_sets:
             report.sets.append(resource_set.path)
             resources = Resource.objects.filter(resource_set=resource_set)
@@ -498,12 +508,17 @@ class Mirror:
             self.send(self._resource_actions(missing | extra))
             report.resources_indexed += len(missing)
             report.resources_removed += len(extra)
+            changed = bool(missing or extra)
             changes = Change.objects.filter(resource_set=resource_set)
             missing, extra = self._differences(self.changes_index, resource_set, changes)
             self._repair_changes(missing, extra)
             report.changes_reindexed += len(missing)
             report.changes_removed += len(extra)
+            if changed or missing or extra:
+                repaired.append(resource_set.pk)
         self.refresh()
+        for resource_set_id in repaired:  # once the repairs are visible
+            copy_repaired.send(sender=type(self), resource_set_id=resource_set_id)
         return report
 
     def _repair_changes(self, missing: set[int], extra: set[int]) -> None:

@@ -20,6 +20,11 @@ events_ingested = Signal()
 #: rather than guessing how long indexing takes.
 changes_indexed = Signal()
 
+#: Sent by `reconcile` for each set whose copy it had to repair (a node restored from
+#: an older snapshot, say), with `resource_set_id`: documents built from the copy
+#: meanwhile may lack what it lacked, so they are rewritten.
+copy_repaired = Signal()
+
 
 @contextmanager
 def receivers_muted(signal: Signal) -> Iterator[None]:

@@ -564,3 +564,60 @@ def test_a_slow_refresh_never_lets_the_claim_lapse(use_elasticsearch, monkeypatc
     assert use_elasticsearch.index_pending(resource_set.pk) == 100
     gaps = [later - earlier for earlier, later in itertools.pairwise(renewed)]
     assert max(gaps) < indexing.CLAIM_SECONDS, gaps
+
+
+def served_locs(client, path: str = "/resourcesync/acme/articles/resourcelist.xml") -> set[str]:
+    """Every <loc> of the set's Resource List, through its index when it has one."""
+    from lxml import etree
+
+    from ..support import NS
+
+    root = etree.fromstring(b"".join(client.get(path).streaming_content))
+    locs = {loc.text for loc in root.iterfind("sm:url/sm:loc", NS)}
+    for part in root.iterfind("sm:sitemap/sm:loc", NS):
+        locs |= served_locs(client, part.text.split("8000", 1)[1])
+    return locs
+
+
+def test_an_index_lost_and_recreated_publishes_no_page_from_the_empty_copy(
+    use_elasticsearch, client, settings, tmp_path
+):
+    """A node back without its data volume: the next indexing recreated empty indices and
+    the database still called every older change indexed, so the pages the next change
+    touched were rebuilt from the empty copy, their other entries gone."""
+    from ..support import store_documents_in
+
+    store_documents_in(settings, tmp_path / "documents")
+    mirror = use_elasticsearch.mirror
+    resource_set = make_set(entries_per_document=4)
+    created(resource_set, 12)
+    every = served_locs(client)
+    assert len(every) == 12
+    mirror.delete_indices()
+
+    ingest(resource_set, [event("updated", "r/0000001", version=2)])
+
+    assert served_locs(client) == every
+    assert es_count(mirror, mirror.resources_index) == 12
+
+
+def test_reconcile_rewrites_pages_built_from_a_stale_copy(
+    use_elasticsearch, client, settings, tmp_path
+):
+    """A node restored from an older snapshot: pages rebuilt meanwhile lost entries, and
+    reconcile mended the copy but not the pages built from it."""
+    from ..support import store_documents_in
+
+    store_documents_in(settings, tmp_path / "documents")
+    mirror = use_elasticsearch.mirror
+    resource_set = make_set(entries_per_document=4)
+    created(resource_set, 12)
+    every = served_locs(client)
+    for key in Resource.objects.order_by("pk").values_list("pk", flat=True)[:3]:
+        mirror.client.delete(index=mirror.resources_index, id=key, refresh=True)
+    ingest(resource_set, [event("updated", "r/0000001", version=2)])
+    assert served_locs(client) != every  # the page of r/0000001 was built from the stale copy
+
+    call_command("reconcile")
+
+    assert served_locs(client) == every
