@@ -38,6 +38,8 @@ class AddressRefused(Refused):
 @dataclass(frozen=True, slots=True)
 class AddressPolicy:
     networks: tuple[IPNetwork, ...] = ()
+    #: What the refusal of a non-public address tells the operator to do.
+    advice: str = "which only allowed_networks can open"
 
     @classmethod
     def trusting(cls, hosts: Iterable[str], networks: Iterable[IPNetwork] = ()) -> AddressPolicy:
@@ -56,7 +58,7 @@ class AddressPolicy:
         if not allowed:
             raise AddressRefused(
                 f"{host} resolves to {', '.join(found)}: a private, loopback, link-local "
-                "or reserved address, which only allowed_networks can open"
+                f"or reserved address, {self.advice}"
             )
         return allowed
 

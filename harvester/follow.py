@@ -182,7 +182,9 @@ def hub_policy(config: HarvestConfig, client: HarvestClient, hub: str) -> Addres
     open to it, a hostile Capability List could make us POST to another port of
     the source's host, or to any service in allowed_networks.
     """
-    return address_policy(config) if client.is_allowed(hub) else AddressPolicy()
+    if client.is_allowed(hub):
+        return address_policy(config)
+    return AddressPolicy(advice="and the hub is outside allowed_hosts: add its origin there")
 
 
 @contextmanager

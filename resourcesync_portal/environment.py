@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import logging
 import math
 import os
 import re
@@ -71,9 +72,17 @@ def env_seconds(name: str, default: float, *, minimum: float, maximum: float) ->
 
 
 def env_choice(name: str, default: str, choices: tuple[str, ...]) -> str:
-    value = os.environ.get(name, default)
+    value = os.environ.get(name, default).strip().lower()
     if value not in choices:
-        raise _refuse(name, value, " or ".join(choices))
+        raise _refuse(name, value, ", ".join(choices[:-1]) + " or " + choices[-1])
+    return value
+
+
+def env_log_level(name: str, default: str) -> str:
+    """A level name as `logging` knows it (WARN and FATAL too), in any case."""
+    value = os.environ.get(name, default).strip().upper()
+    if value not in logging.getLevelNamesMapping():
+        raise _refuse(name, value, "DEBUG, INFO, WARNING, ERROR or CRITICAL")
     return value
 
 

@@ -20,6 +20,7 @@ from resourcesync_portal.environment import (
     env_int,
     env_json_object,
     env_list,
+    env_log_level,
     env_networks,
     env_rate,
     env_seconds,
@@ -27,8 +28,8 @@ from resourcesync_portal.environment import (
 from sitemaps.protocol.constants import MAX_DOCUMENT_BYTES
 
 BASE_DIR = Path(__file__).resolve().parent.parent
-DAY = 24 * 3600
-YEAR = 365 * DAY
+_DAY = 24 * 3600
+_YEAR = 365 * _DAY
 
 
 SECRET_KEY = os.environ.get("SECRET_KEY", "")
@@ -109,7 +110,7 @@ DATABASES = {
         default=f"sqlite:///{DATA_DIR / 'db.sqlite3'}",
         # Kept open between requests: opening one (and its PRAGMAs) cost more
         # than serving a stored document.
-        conn_max_age=env_int("CONN_MAX_AGE", 60, minimum=0, maximum=DAY),
+        conn_max_age=env_int("CONN_MAX_AGE", 60, minimum=0, maximum=_DAY),
     )
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
@@ -197,7 +198,7 @@ if not DEBUG:
     SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", True)
     SESSION_COOKIE_SECURE = True
     CSRF_COOKIE_SECURE = True
-    SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 31536000, minimum=0, maximum=2 * YEAR)
+    SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 31536000, minimum=0, maximum=2 * _YEAR)
     SECURE_HSTS_INCLUDE_SUBDOMAINS = True
     SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", False)
     SECURE_CONTENT_TYPE_NOSNIFF = True
@@ -242,23 +243,23 @@ ELASTICSEARCH_DSL_SIGNAL_PROCESSOR = "django_elasticsearch_dsl.signals.BaseSigna
 # https://www.sitemaps.org/protocol.html#index: 50,000 URLs and 50 MB per file.
 # At least 8 MiB: the largest entry an event can make (1 MiB of JSON, each `&`
 # written as `&amp;`) must fit in a page, or its set could not publish.
-MIN_DOCUMENT_BYTES = 8 * 1024 * 1024
+_MIN_DOCUMENT_BYTES = 8 * 1024 * 1024
 RESOURCESYNC_MAX_DOCUMENT_BYTES = env_int(
     "RESOURCESYNC_MAX_DOCUMENT_BYTES",
     MAX_DOCUMENT_BYTES,
-    minimum=MIN_DOCUMENT_BYTES,
+    minimum=_MIN_DOCUMENT_BYTES,
     maximum=MAX_DOCUMENT_BYTES,
 )
 # A superseded document version stays readable this long (a reader may have
 # found its name just before the swap); then cleanup deletes it, with any file a
 # killed run left (sitemaps/cleanup.py).
 RESOURCESYNC_SUPERSEDED_GRACE_SECONDS = env_int(
-    "RESOURCESYNC_SUPERSEDED_GRACE_SECONDS", 300, minimum=0, maximum=DAY
+    "RESOURCESYNC_SUPERSEDED_GRACE_SECONDS", 300, minimum=0, maximum=30 * _DAY
 )
 # A regeneration run beats every sixth of this; a run silent for this long is
 # presumed dead (killed, out of memory) and the next run takes its set over.
 RESOURCESYNC_REGENERATION_LEASE_SECONDS = env_seconds(
-    "RESOURCESYNC_REGENERATION_LEASE_SECONDS", 60, minimum=1, maximum=DAY
+    "RESOURCESYNC_REGENERATION_LEASE_SECONDS", 60, minimum=1, maximum=_DAY
 )
 # Public documents are also linked, under their URL paths, in this folder for a
 # front web server to send without Python (sitemaps/publishing.py and
@@ -277,7 +278,7 @@ RESOURCESYNC_JOURNAL_RETENTION_DAYS = env_int(
 # outcome". A run beats every tenth of it; one whose process is gone from this
 # host is marked at once (journal/liveness.py).
 RESOURCESYNC_JOURNAL_SILENCE_SECONDS = env_seconds(
-    "RESOURCESYNC_JOURNAL_SILENCE_SECONDS", 600, minimum=1, maximum=DAY
+    "RESOURCESYNC_JOURNAL_SILENCE_SECONDS", 600, minimum=1, maximum=_DAY
 )
 
 # Dump packages (ZIP) close at this many bytes (a larger single resource gets a
@@ -315,7 +316,7 @@ INGEST_MAX_BODY_BYTES = env_int(
     "INGEST_MAX_BODY_BYTES", 16 * 1024 * 1024, minimum=1024, maximum=2**40
 )
 # How far ahead of this server's clock an event's `datetime` may be.
-INGEST_CLOCK_SKEW_SECONDS = env_int("INGEST_CLOCK_SKEW_SECONDS", 300, minimum=0, maximum=DAY)
+INGEST_CLOCK_SKEW_SECONDS = env_int("INGEST_CLOCK_SKEW_SECONDS", 300, minimum=0, maximum=7 * _DAY)
 # Rows per INSERT/UPDATE statement while a request is applied.
 INGEST_BATCH_SIZE = env_int("INGEST_BATCH_SIZE", 2000, minimum=1, maximum=100_000)
 
@@ -376,17 +377,16 @@ CELERY_BEAT_SCHEDULE = {
     "scan-folders": {
         "task": "sources.tasks.scan_folders",
         "schedule": timedelta(
-            seconds=env_int("RESOURCESYNC_SCAN_SECONDS", 300, minimum=10, maximum=DAY)
+            seconds=env_int("RESOURCESYNC_SCAN_SECONDS", 300, minimum=10, maximum=_DAY)
         ),
     },
 }
 
-LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
-    "root": {"handlers": ["console"], "level": env_choice("LOG_LEVEL", "INFO", LOG_LEVELS)},
+    "root": {"handlers": ["console"], "level": env_log_level("LOG_LEVEL", "INFO")},
     "loggers": {
         # Through the root's handler only: Django's own console handler (DEBUG only)
         # wrote every line of `make run` twice.

@@ -57,6 +57,8 @@ def write_documents_of_new_set(
 
 #: The fields stored URIs are resolved with (sources.locations).
 LOCATION_FIELDS = ("url_prefix", "resource_root_dir")
+#: The fields every document URL names (changed only while the set holds no change).
+PATH_FIELDS = ("provider_id", "slug")
 
 
 def remember_locations(
@@ -64,7 +66,9 @@ def remember_locations(
 ) -> None:
     """`pre_save` of ResourceSet: the stored locations, for `follow_changed_locations`."""
     if instance.pk is not None and not raw:
-        stored = ResourceSet.objects.filter(pk=instance.pk).values_list(*LOCATION_FIELDS)
+        stored = ResourceSet.objects.filter(pk=instance.pk).values_list(
+            *LOCATION_FIELDS, *PATH_FIELDS
+        )
         instance._locations_before_save = stored.first()  # type: ignore[attr-defined]
 
 
@@ -75,12 +79,17 @@ def follow_changed_locations(
     stored URIs in the save's transaction (ResourceSet.save is atomic), and rewrites the
     mirror and the documents after the commit."""
     before = getattr(instance, "_locations_before_save", None)
-    now = tuple(getattr(instance, name) for name in LOCATION_FIELDS)
+    now = tuple(getattr(instance, name) for name in (*LOCATION_FIELDS, *PATH_FIELDS))
     if created or raw or before is None or before == now:
         return
-    re_resolve_uris(resource_set=instance)
     set_id = instance.pk
-    transaction.on_commit(lambda: tasks.after_locations_changed(set_id), robust=True)
+    if before[: len(LOCATION_FIELDS)] != now[: len(LOCATION_FIELDS)]:
+        re_resolve_uris(resource_set=instance)
+        transaction.on_commit(lambda: tasks.after_locations_changed(set_id), robust=True)
+    else:  # a new slug or provider (a set without changes): its documents name the new path
+        transaction.on_commit(
+            lambda: tasks.regenerate_resource_set.delay(set_id, full=True), robust=True
+        )
 
 
 def write_documents_turned_on(

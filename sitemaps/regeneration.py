@@ -112,15 +112,16 @@ class RegenerationReport:
         packages = bool(self.dumps and self.dumps.packages_written)
         if not self.pages_written and not packages:
             return "nothing to rewrite: every document was up to date"
-        parts = [str(self.dumps)] if packages else []
+        parts = []
         if self.pages_written:
-            parts.insert(
-                0,
+            parts.append(
                 f"rewrote {len(self.resource_pages_written)} resource list page(s), "
                 f"{len(self.change_pages_written)} change list page(s) and "
-                f"{', '.join(self.indexes_written) or 'no index'}",
+                f"{', '.join(self.indexes_written) or 'no index'}"
             )
-        return f"{'; '.join(parts)} in {self.seconds:.2f}s"
+        if self.dumps is not None and not self.dumps.problem:
+            parts.append(str(self.dumps))
+        return f"{'; '.join(parts)} ({self.seconds:.2f} s)"
 
 
 def change_watermark(resource_set: ResourceSet, generator: BaseGenerator) -> int:

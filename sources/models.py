@@ -45,25 +45,30 @@ class DataProvider(models.Model):
         if self.pk and self.resource_sets.exists():
             stored = DataProvider.objects.filter(pk=self.pk).values_list("slug", flat=True).first()
             if stored is not None and stored != self.slug:
-                raise ValidationError({"slug": MOVE_REFUSED})
+                raise ValidationError({"slug": PROVIDER_MOVE_REFUSED})
 
 
-#: Why a set's place in the URLs is fixed once created.
+#: Why a set's place in the URLs is fixed once it holds changes.
 MOVE_REFUSED = (
-    "This cannot change: the set's published documents and resource URIs name it, and "
-    "destinations follow them. Create a new set instead."
+    "This cannot change once the set holds changes: its documents and resource URIs name "
+    "it, and destinations follow them. Create a new set instead."
+)
+PROVIDER_MOVE_REFUSED = (
+    "This cannot change while the provider has sets: their documents and resource URIs "
+    "name it. Delete its sets first (one that holds changes keeps it for good)."
 )
 
 
 def validate_url_prefix(value: str) -> None:
     """Every resource URI of the set starts with it, so it must start valid <loc>s."""
+    scheme_and_port = "Give an http:// or https:// URL, with a port from 1 to 65535."
     try:
         parts = urlsplit(value)
         port = parts.port
-    except ValueError:
-        port = -1
-    if parts.scheme not in ("http", "https") or port == -1 or port == 0:
-        raise ValidationError("Give an http:// or https:// URL, with a port from 1 to 65535.")
+    except ValueError:  # a port out of range, or a bracket left open
+        raise ValidationError(scheme_and_port) from None
+    if parts.scheme not in ("http", "https") or port == 0:
+        raise ValidationError(scheme_and_port)
     if parts.query or parts.fragment or "?" in value or "#" in value:
         raise ValidationError("Give a prefix with no query or fragment: paths are joined after it.")
     if "@" in parts.netloc:
@@ -134,8 +139,10 @@ class ResourceSet(models.Model):
             super().save(*args, **kwargs)
 
     def clean(self) -> None:
-        """The set's published documents and resource URIs name its provider and slug."""
-        if not self.pk:
+        """Once the set holds changes, its documents and resource URIs name its provider and
+        slug for good; before, a mistyped one may be mended (sitemaps.receivers rewrites
+        the empty documents)."""
+        if not self.pk or not Change.objects.filter(resource_set_id=self.pk).exists():
             return
         stored = ResourceSet.objects.filter(pk=self.pk).values("provider_id", "slug").first()
         if stored is None:
@@ -206,7 +213,7 @@ class CapabilitySettings(models.Model):
     )
     regenerate_after_seconds = models.PositiveIntegerField(
         default=1,
-        validators=[MaxValueValidator(24 * 3600)],
+        validators=[MaxValueValidator(3650 * 24 * 3600)],
         help_text="With a Celery worker: fewer pending changes wait until this many seconds "
         "after the last run started (a lone change after a quiet spell runs at once).",
     )
@@ -356,7 +363,12 @@ class ApiToken(models.Model):
         return f"{self.prefix}… ({owner})"
 
     def clean(self) -> None:
-        """No owner is the constraint's message; a non-staff user's token would reach nothing."""
+        """No owner is the constraint's message; a new owner that is a non-staff user alone
+        would reach nothing. (A token whose user left the staff can still be revoked.)"""
+        stored = ApiToken.objects.filter(pk=self.pk).values("provider_id", "user_id").first()
+        owner_changed = stored != {"provider_id": self.provider_id, "user_id": self.user_id}
+        if not owner_changed:
+            return
         if self.provider_id is None and self.user is not None and not self.user.is_staff:
             raise ValidationError(
                 {

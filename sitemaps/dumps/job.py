@@ -63,8 +63,7 @@ class DumpReport:
             return f"dumps not built: {self.problem}"
         return (
             f"wrote {len(self.packages_written)} dump package(s) "
-            f"({readable_size(self.bytes_written)}), "
-            f"could not package {len(self.skipped)}"
+            f"({readable_size(self.bytes_written)}), {len(self.skipped)} resource(s) not packaged"
         )
 
 

@@ -39,10 +39,10 @@ def load_settings(tmp_path, **variables: str) -> subprocess.CompletedProcess[str
         ("PUBLIC_BASE_URL", "http://portal example.org"),
         ("INGEST_BATCH_SIZE", "0"),  # every ingestion request failed
         ("INGEST_BATCH_SIZE", "many"),
-        ("INGEST_MAX_BODY_BYTES", "-1"),
+        ("INGEST_MAX_BODY_BYTES", "1023"),
         ("INGEST_CLOCK_SKEW_SECONDS", "1e9"),
         ("CONN_MAX_AGE", "forever"),
-        ("RESOURCESYNC_MAX_DOCUMENT_BYTES", "1000"),  # no set with a large entry could publish
+        ("RESOURCESYNC_MAX_DOCUMENT_BYTES", str(8 * 1024 * 1024 - 1)),  # a large entry: no page
         ("RESOURCESYNC_MAX_DOCUMENT_BYTES", str(51 * 1024 * 1024)),  # over the sitemap limit
         ("RESOURCESYNC_DUMP_COMPRESSION", "zstd"),  # every dump run failed
         ("RESOURCESYNC_DUMP_PACKAGE_BYTES", "0"),
@@ -78,13 +78,16 @@ def test_a_value_the_portal_cannot_use_stops_it_naming_the_variable(tmp_path, na
         (
             {
                 "INGEST_BATCH_SIZE": "1",
-                "RESOURCESYNC_DUMP_COMPRESSION": "deflated",
+                "RESOURCESYNC_DUMP_COMPRESSION": "Deflated",
                 "RESOURCESYNC_REGENERATION_LEASE_SECONDS": "2.5",
                 "API_THROTTLE_RATE": "3/minute",
                 "RESOURCESYNC_ALLOWED_CALLBACK_NETWORKS": "127.0.0.0/8, fd00::/8",
                 "SERVE_RESOURCE_FILES": "off",
                 "CONN_MAX_AGE": "0",
-                "LOG_LEVEL": "WARNING",
+                "LOG_LEVEL": "warn",  # logging's own alias, in any case
+                "RESOURCESYNC_MAX_DOCUMENT_BYTES": str(8 * 1024 * 1024),
+                "INGEST_MAX_BODY_BYTES": "1024",
+                "RESOURCESYNC_SUPERSEDED_GRACE_SECONDS": str(30 * 24 * 3600),
                 "RESOURCESYNC_STORAGE_OPTIONS": '{"location": "/tmp/documents"}',
             },
             "http://127.0.0.1:8000",

@@ -143,7 +143,11 @@ def test_a_hub_the_source_names_on_a_private_address_is_posted_to_only_on_an_all
         hub_origin = f"http://127.0.0.1:{hub.server_address[1]}"
         source_origin = f"http://127.0.0.1:{source.server_address[1]}"
         source.body = capability_list(source_origin, hub_origin + "/internal/delete")  # type: ignore[attr-defined]
-        allowed = f"allowed_hosts: ['{source_origin}', '{hub_origin}']" if hub_allowed else ""
+        allowed = (
+            f"allowed_hosts: ['{source_origin}', '{hub_origin}']"
+            if hub_allowed
+            else "allowed_networks: ['127.0.0.0/8']"  # opens no hub outside allowed_hosts
+        )
         config = tmp_path / "harvest.yaml"
         config.write_text(
             f"capability_list_url: {source_origin}/capabilitylist.xml\n"
@@ -154,5 +158,9 @@ def test_a_hub_the_source_names_on_a_private_address_is_posted_to_only_on_an_all
             run_follow(load_config(config), notify=lambda line: None)
 
     assert hub.posts == (["/internal/delete"] if hub_allowed else [])  # type: ignore[attr-defined]
-    expected = "refused to subscribe: HTTP 400" if hub_allowed else "loopback"
+    expected = (
+        "refused to subscribe: HTTP 400"
+        if hub_allowed
+        else "the hub is outside allowed_hosts: add its origin there"
+    )
     assert expected in str(refused.value)

@@ -30,11 +30,9 @@ class Command(BaseCommand):
                 self.stderr.write(f"{resource_set.path}: not regenerated: {held_by(resource_set)}")
                 continue
             self.stdout.write(f"{resource_set.path}: {report}")
-            if report.dumps is not None and report.dumps.problem:
+            if report.dumps is not None and report.dumps.problem:  # the report leaves it out
                 no_dumps.append(resource_set.path)
                 self.stderr.write(f"{resource_set.path}: {report.dumps}")
-            elif report.dumps is not None:
-                self.stdout.write(f"{resource_set.path}: {report.dumps}")
         if busy:
             raise CommandError(f"{len(busy)} set(s) not regenerated: {', '.join(busy)}")
         if no_dumps:
