@@ -12,9 +12,10 @@ from __future__ import annotations
 import ipaddress
 import json
 import logging
-import math
 import os
 import re
+from collections.abc import Callable
+from typing import TypeVar
 from urllib.parse import urlsplit
 
 from django.core.exceptions import ImproperlyConfigured
@@ -44,29 +45,35 @@ def env_list(name: str, default: str = "") -> list[str]:
 
 
 def env_int(name: str, default: int, *, minimum: int, maximum: int) -> int:
-    value = os.environ.get(name)
-    if value is None:
-        return default
     expected = f"a whole number from {minimum} to {maximum}"
-    try:
-        number = int(value.strip())
-    except ValueError:
-        raise _refuse(name, value, expected) from None
-    if not minimum <= number <= maximum:
-        raise _refuse(name, value, expected)
-    return number
+    return _bounded(name, default, int, minimum, maximum, expected)
 
 
 def env_seconds(name: str, default: float, *, minimum: float, maximum: float) -> float:
+    expected = f"a number of seconds from {minimum:g} to {maximum:g}"
+    return _bounded(name, default, float, minimum, maximum, expected)
+
+
+Number = TypeVar("Number", int, float)
+
+
+def _bounded(
+    name: str,
+    default: Number,
+    parse: Callable[[str], Number],
+    minimum: Number,
+    maximum: Number,
+    expected: str,
+) -> Number:
+    """The variable read by `parse`, within the bounds (NaN is within none)."""
     value = os.environ.get(name)
     if value is None:
         return default
-    expected = f"a number of seconds from {minimum:g} to {maximum:g}"
     try:
-        number = float(value.strip())
+        number = parse(value.strip())
     except ValueError:
         raise _refuse(name, value, expected) from None
-    if math.isnan(number) or not minimum <= number <= maximum:
+    if not minimum <= number <= maximum:
         raise _refuse(name, value, expected)
     return number
 
