@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from dashboard import charts
 from journal.models import Outcome, Run, RunKind
-from sources.models import Change
+from sources.models import Change, ResourceSet
 from sources.services import ingest_events
 
 from ..support import created, event, ingest, make_set, store_documents_in
@@ -156,6 +156,35 @@ def test_staff_who_may_not_view_sets_get_the_plain_admin_index(client, django_us
     staff = django_user_model.objects.get(pk=staff.pk)  # permissions are cached per instance
     client.force_login(staff)
     assert "acme/secret" in client.get(reverse("admin:index")).content.decode()
+
+
+def test_staff_who_may_view_sets_only_get_figures_without_links_they_cannot_follow(
+    client, django_user_model
+):
+    """The counts linked to resources, changes and runs, which answered them 403."""
+    created(make_set(slug="secret"), 2)
+    staff = django_user_model.objects.create_user("clerk", password="pw-clerk-123", is_staff=True)
+    staff.user_permissions.add(Permission.objects.get(codename="view_resourceset"))
+    client.force_login(staff)
+
+    html = client.get(reverse("admin:index")).content.decode()
+
+    row = row_of(html, "acme/secret")
+    secret = ResourceSet.objects.get(slug="secret")
+    set_page = client.get(reverse("admin:sources_resourceset_change", args=[secret.pk]))
+    assert set_page.status_code == 200
+    for forbidden in ("sources/resource/", "sources/change/", "journal/run/"):
+        assert forbidden not in html, forbidden
+        assert forbidden not in set_page.content.decode(), forbidden
+    assert re.search(r'<td class="number">2</td>', row)  # the figures stay
+
+    for codename in ("view_resource", "view_change", "view_run"):
+        staff.user_permissions.add(Permission.objects.get(codename=codename))
+    staff = django_user_model.objects.get(pk=staff.pk)
+    client.force_login(staff)
+    html = client.get(reverse("admin:index")).content.decode()
+    for allowed in ("sources/resource/", "sources/change/", "journal/run/"):
+        assert allowed in html, allowed
 
 
 def test_a_set_of_an_inactive_provider_says_it_is_not_published(admin_client, client):
