@@ -186,3 +186,17 @@ def test_a_set_url_without_a_set_id_says_the_set_does_not_exist(admin_client, pa
     assert response.status_code == 200
     [message] = [str(m) for m in get_messages(response.wsgi_request)]
     assert "doesn\u2019t exist" in message  # Django writes a typographic apostrophe
+
+
+def test_a_protected_set_s_documents_are_read_through_the_admin_not_linked_raw(admin_client):
+    """A browser sends no token, so the raw links answered 401 to the staff reading them."""
+    resource_set = make_set(protected=True)
+    created(resource_set, 3)
+    html = set_page(admin_client, resource_set)
+
+    documents = re.search(r'<table id="set-documents">.*?</table>', html, re.S)[0]
+    assert 'href="http://127.0.0.1:8000/resourcesync/' not in documents
+    assert "http://127.0.0.1:8000/resourcesync/acme/articles/resourcelist.xml" in documents
+    view = reverse("admin:sources_resourceset_document", args=[resource_set.pk, "resourcelist.xml"])
+    assert f'href="{view}"' in documents
+    assert admin_client.get(view).status_code == 200
