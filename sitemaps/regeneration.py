@@ -82,6 +82,8 @@ class RegenerationReport:
     seconds: float = 0.0
     bytes_written: int = 0
     dumps: DumpReport | None = None
+    #: Newer changes the generator cannot show yet (a copy still indexing them).
+    changes_not_visible: bool = False
 
     @property
     def pages_written(self) -> int:
@@ -111,6 +113,8 @@ class RegenerationReport:
     def __str__(self) -> str:
         packages = bool(self.dumps and self.dumps.packages_written)
         if not self.pages_written and not packages:
+            if self.changes_not_visible:
+                return "nothing to rewrite yet: newer changes wait for the generator's copy"
             return "nothing to rewrite: every document was up to date"
         parts = []
         if self.pages_written:
@@ -252,8 +256,17 @@ class RegenerationRun:
         # recorded with the url_prefix it left (sitemaps.change_list_append).
         self.resolved_with = change_list_append.resolved_with(resource_set)
         self.watermark = change_watermark(resource_set, self.generator)
+        self.unseen_changes = Change.objects.filter(
+            resource_set=resource_set, id__gt=self.watermark
+        )
+        # Asked once: SQLite answers MIN(datetime) by walking the `change_window` index
+        # over the whole change log (0.3 s at a million changes), and the database
+        # generator never has any.
+        self.changes_not_visible = self.unseen_changes.exists()
         self.at = self.snapshot_time()
-        self.report = RegenerationReport(through_change_id=self.watermark)
+        self.report = RegenerationReport(
+            through_change_id=self.watermark, changes_not_visible=self.changes_not_visible
+        )
         self.capability_list_url = links.capability_list_url(resource_set)
         self.directory = resource_set.path
         self.max_bytes = settings.RESOURCESYNC_MAX_DOCUMENT_BYTES
@@ -273,16 +286,10 @@ class RegenerationRun:
         """`at` of pages written now: every change up to it is reflected.
 
         Changes the generator cannot show yet (past the watermark) pull it back.
-        Asked first whether there are any: SQLite answers MIN(datetime) by
-        walking the `change_window` index over the whole change log (0.3 s
-        at a million changes), and the database generator never has any.
         """
-        unseen_changes = Change.objects.filter(
-            resource_set=self.resource_set, id__gt=self.watermark
-        )
-        if not unseen_changes.exists():
+        if not self.changes_not_visible:
             return self.now
-        unseen = unseen_changes.aggregate(first=Min("datetime"))["first"]
+        unseen = self.unseen_changes.aggregate(first=Min("datetime"))["first"]
         if unseen is None or unseen > self.now:
             return self.now
         return unseen - ONE_MICROSECOND

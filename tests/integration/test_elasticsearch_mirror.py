@@ -621,3 +621,18 @@ def test_reconcile_rewrites_pages_built_from_a_stale_copy(
     call_command("reconcile")
 
     assert served_locs(client) == every
+
+
+def test_a_run_while_changes_wait_for_the_copy_says_so(use_elasticsearch):
+    """It said "every document was up to date" while accepted changes were unpublished
+    (their indexing lost with a Redis restart, say)."""
+    from sitemaps.regeneration import regenerate
+    from sources.services import ingest_events
+
+    resource_set = make_set()
+    created(resource_set, 2)
+    ingest_events(resource_set=resource_set, events=[event("created", "r/late")])  # not indexed
+
+    assert str(regenerate(resource_set)) == (
+        "nothing to rewrite yet: newer changes wait for the generator's copy"
+    )
