@@ -272,6 +272,11 @@ class RegenerationRun:
         self.max_bytes = settings.RESOURCESYNC_MAX_DOCUMENT_BYTES
 
     def run(self) -> RegenerationReport:
+        if self.watermark < self.through_change_id:
+            # The copy shows less than the documents already do (it lost an index and is
+            # being filled again): pages built now would drop what they hold.
+            self.report.through_change_id = self.through_change_id
+            return self.report
         forking.map_large_buffers()  # pages are built here too, not only in forked builders
         # Change Lists first: they are what destinations poll to stay fresh,
         # and a Resource List page may take a second or two to rewrite.

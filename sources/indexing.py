@@ -462,10 +462,10 @@ class Mirror:
         """
         if self.ensure_indices() and Change.objects.filter(indexed=True).exists():
             # A node back without its data: every change is pending again, so no page is
-            # built from the empty copy, and each set is indexed anew (reconcile does the
-            # sets this run does not).
+            # built from the empty copy, and every set is indexed anew, here.
             Change.objects.filter(indexed=True).update(indexed=False)
             logger.warning("An Elasticsearch index was missing: every change is indexed again")
+            return self._index_all_again(claim)
         pending = unindexed_changes(resource_set_id)
         done, last = 0, 0
         sent = Sent()
@@ -485,6 +485,13 @@ class Mirror:
                 interval = _refresh_interval(refreshed - started)
             if not batch:
                 return done
+
+    def _index_all_again(self, claim: str) -> int:
+        """Every set's changes, each set's listeners told once it is whole again."""
+        done = 0
+        for set_id in unindexed_changes(None).values_list("resource_set_id", flat=True).distinct():
+            done += self._index_backlog(set_id, claim)
+        return done
 
     def _publish(self, sent: Sent, resource_set_id: int | None, claim: str) -> None:
         """Refresh, mark the sent changes indexed, renew the claim, tell the set's listeners."""

@@ -636,3 +636,34 @@ def test_a_run_while_changes_wait_for_the_copy_says_so(use_elasticsearch):
     assert str(regenerate(resource_set)) == (
         "nothing to rewrite yet: newer changes wait for the generator's copy"
     )
+
+
+def test_no_page_is_built_from_a_copy_that_shows_less_than_the_documents(
+    use_elasticsearch, client, settings, tmp_path
+):
+    """After an index was lost, another set's changes were all pending again: a full run
+    of that set ("Regenerate every page", a url_prefix move) published it empty, closed
+    Change Lists included. Now the set is indexed anew along with the set that found the
+    loss, and a run writes nothing while its copy shows less than its documents."""
+    from sitemaps.regeneration import regenerate
+
+    from ..support import store_documents_in
+
+    store_documents_in(settings, tmp_path / "documents")
+    mirror = use_elasticsearch.mirror
+    first, other = make_set(entries_per_document=4), make_set(slug="other", entries_per_document=4)
+    created(first, 3)
+    created(other, 6)
+    path = "/resourcesync/acme/other/resourcelist.xml"
+    every = served_locs(client, path)
+    mirror.delete_indices()
+
+    ingest(first, [event("updated", "r/0000001", version=2)])
+
+    assert served_locs(client, path) == every
+    assert not Change.objects.filter(resource_set=other, indexed=False).exists()
+    # And were its changes still waiting, a full run would leave its documents alone.
+    Change.objects.filter(resource_set=other).update(indexed=False)
+    report = regenerate(other, full=True)
+    assert str(report) == "nothing to rewrite yet: newer changes wait for the generator's copy"
+    assert served_locs(client, path) == every
