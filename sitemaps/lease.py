@@ -70,6 +70,7 @@ class Lease:
         building over the newer run's.
         """
         with transaction.atomic():
+            _end_if_paused()
             self.beat()
             yield
 
@@ -77,6 +78,16 @@ class Lease:
         """Let the set go, recording `fields`; False if it had been taken over."""
         done = self._mine().update(running_since=None, heartbeat_at=None, holder="", **fields)
         return bool(done)
+
+
+def _end_if_paused() -> None:
+    """On PostgreSQL, a run paused inside `holding` (a stopped VM) has its session ended
+    after the lease window, which lets go of the row lock: else every task touching the
+    row (scheduling any set's runs, taking this one over) would wait until it woke."""
+    if connection.vendor == "postgresql":
+        milliseconds = int(lease_window().total_seconds() * 1000)
+        with connection.cursor() as cursor:
+            cursor.execute(f"SET LOCAL idle_in_transaction_session_timeout = {milliseconds}")
 
 
 def acquire(resource_set: ResourceSet, now: datetime) -> Lease | None:

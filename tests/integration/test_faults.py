@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from django.core.management import CommandError, call_command
+from django.db import connection, transaction
 from django.test import Client
 from django.utils import timezone
 from lxml import etree
@@ -224,6 +225,35 @@ def start_slow_run(database_url: str, tmp_path: Path, delay: float) -> subproces
             pytest.fail(f"the slow run never took the lease:\n{process.communicate()[0]!r}")
         time.sleep(0.05)
     return process
+
+
+@pytest.mark.skipif(
+    connection.vendor == "sqlite", reason="SQLite's database-wide write lock: any paused writer"
+)
+def test_a_run_paused_while_it_writes_lets_go_of_the_set_within_its_lease(
+    big_set, database_url, tmp_path
+):
+    """A run stopped inside its lease-checked write (a paused VM) held the lease row: every
+    task that touched the row (scheduling any set's runs, taking the set over) waited for
+    it, so no set was published until it woke."""
+    script = REPO / "tests" / "integration" / "hold_lease.py"
+    process = subprocess.Popen(
+        [sys.executable, str(script), "acme/articles"],
+        cwd=REPO,
+        env=environment(database_url, tmp_path),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        assert process.stdout is not None and process.stdout.readline() == b"holding\n"
+        started = time.monotonic()
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute("SET LOCAL lock_timeout = '20s'")
+            RegenerationState.objects.filter(resource_set=big_set).update(scheduled_at=None)
+        assert time.monotonic() - started < WINDOW + 5
+    finally:
+        process.kill()
+        process.wait()
 
 
 def children(pid: int) -> list[int]:
