@@ -421,6 +421,19 @@ def test_the_command_follows_a_changed_public_base_url(client, settings, tmp_pat
         assert up == f"https://portal.example.org{BASE}/capabilitylist.xml"
 
 
+def test_a_set_already_under_the_new_base_url_stays_where_it_is(client, settings, tmp_path):
+    """With a new base of the old one plus a path, a set already moved (as `make run`
+    moves the demo set) went under the path twice: /portal/portal/…"""
+    settings.PUBLIC_BASE_URL = "http://127.0.0.1:8160/portal"
+    files = FileSet(tmp_path / "files", prefix="http://127.0.0.1:8160/portal/files/acme/files/")
+
+    call_command("re_resolve", "--from-base-url", "http://127.0.0.1:8160", stdout=io.StringIO())
+    call_command("re_resolve", "--from-base-url", "http://127.0.0.1:8160", stdout=io.StringIO())
+
+    files.resource_set.refresh_from_db()
+    assert files.resource_set.url_prefix == "http://127.0.0.1:8160/portal/files/acme/files/"
+
+
 def test_a_delete_posted_before_the_queued_task_runs_deletes_the_moved_resource(
     client, tmp_path, django_capture_on_commit_callbacks
 ):

@@ -60,8 +60,9 @@ class Command(BaseCommand):
     def move_under_public_base_url(self, resource_set: ResourceSet, old_base: str) -> None:
         """A url_prefix under `old_base` takes the current PUBLIC_BASE_URL instead (no
         save signal: this command re-resolves and rewrites the set itself)."""
-        if not resource_set.url_prefix.startswith(old_base + "/"):
-            return
+        already = resource_set.url_prefix.startswith(settings.PUBLIC_BASE_URL + "/")
+        if already or not resource_set.url_prefix.startswith(old_base + "/"):
+            return  # under the new base already (it may lie under the old one too)
         new_prefix = settings.PUBLIC_BASE_URL + resource_set.url_prefix[len(old_base) :]
         ResourceSet.objects.filter(pk=resource_set.pk).update(url_prefix=new_prefix)
         self.stdout.write(
