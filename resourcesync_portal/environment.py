@@ -24,6 +24,8 @@ _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
 # DRF's SimpleRateThrottle.parse_rate: a count, then a period it reads by first letter.
 _RATE = re.compile(r"[0-9]+/[smhd][a-z]*")
+# Two slugs, as the admin takes them.
+_SET_PATH = re.compile(r"[-a-zA-Z0-9_]+/[-a-zA-Z0-9_]+")
 
 
 def _refuse(name: str, value: str, expected: str) -> ImproperlyConfigured:
@@ -121,6 +123,15 @@ def env_networks(name: str) -> list[str]:
         except ValueError:
             raise _refuse(name, network, "a network such as 10.0.0.0/8 or fd00::/8") from None
     return networks
+
+
+def env_set_paths(name: str) -> list[str]:
+    """`provider/set` paths, comma-separated (whether each set exists is told per scan)."""
+    paths = env_list(name)
+    for path in paths:
+        if not _SET_PATH.fullmatch(path):
+            raise _refuse(name, path, "provider/set paths such as acme/articles")
+    return paths
 
 
 def env_base_url(name: str, default: str) -> str:

@@ -24,6 +24,7 @@ from resourcesync_portal.environment import (
     env_networks,
     env_rate,
     env_seconds,
+    env_set_paths,
 )
 from sitemaps.protocol.constants import MAX_DOCUMENT_BYTES
 
@@ -305,9 +306,7 @@ RESOURCESYNC_NOTIFICATIONS = {
     "ALLOWED_CALLBACK_NETWORKS": env_networks("RESOURCESYNC_ALLOWED_CALLBACK_NETWORKS"),
 }
 # Sets whose resource_root_dir beat rescans (`manage.py scan`), as provider/set, comma-separated.
-RESOURCESYNC_SCAN_SETS = [
-    path.strip() for path in os.environ.get("RESOURCESYNC_SCAN_SETS", "").split(",") if path.strip()
-]
+RESOURCESYNC_SCAN_SETS = env_set_paths("RESOURCESYNC_SCAN_SETS")
 
 # --- Ingestion API -----------------------------------------------------------
 # A request is one transaction: the limit keeps one inside gunicorn's timeout

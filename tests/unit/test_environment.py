@@ -59,6 +59,7 @@ def load_settings(tmp_path, **variables: str) -> subprocess.CompletedProcess[str
         ("RESOURCESYNC_STORAGE_OPTIONS", "{bucket_name: docs}"),
         ("RESOURCESYNC_STORAGE_OPTIONS", '["docs"]'),
         ("LOG_LEVEL", "VERBOSE"),
+        ("RESOURCESYNC_SCAN_SETS", "acme/articles,demo"),  # told only by each scan, later
     ],
 )
 def test_a_value_the_portal_cannot_use_stops_it_naming_the_variable(tmp_path, name, value):
@@ -85,6 +86,7 @@ def test_a_value_the_portal_cannot_use_stops_it_naming_the_variable(tmp_path, na
                 "SERVE_RESOURCE_FILES": "off",
                 "CONN_MAX_AGE": "0",
                 "LOG_LEVEL": "warn",  # logging's own alias, in any case
+                "RESOURCESYNC_SCAN_SETS": "acme/articles, demo/my_set",
                 "RESOURCESYNC_MAX_DOCUMENT_BYTES": str(8 * 1024 * 1024),
                 "INGEST_MAX_BODY_BYTES": "1024",
                 "RESOURCESYNC_SUPERSEDED_GRACE_SECONDS": str(30 * 24 * 3600),
