@@ -13,6 +13,7 @@ from sources.admin import mirror_in_use
 from sources.models import ApiToken, Change, DataProvider, Resource, ResourceSet
 
 from ..support import ELASTICSEARCH_GENERATOR, created, make_set, store_documents_in
+from .test_new_set_documents import ADMIN_FORM
 
 pytestmark = pytest.mark.django_db
 
@@ -233,22 +234,7 @@ def test_a_set_without_changes_may_mend_a_mistyped_slug(admin_client, client, se
     rewritten under the new one."""
     store_documents_in(settings, tmp_path / "documents")
     provider = DataProvider.objects.create(slug="acme", name="Acme")
-    form = {
-        "provider": provider.pk,
-        "slug": "artciles",
-        "name": "Articles",
-        "url_prefix": "https://data.example.org/articles/",
-        "capability_settings-TOTAL_FORMS": "1",
-        "capability_settings-INITIAL_FORMS": "0",
-        "capability_settings-MIN_NUM_FORMS": "1",
-        "capability_settings-MAX_NUM_FORMS": "1",
-        "capability_settings-0-publish_resource_list": "on",
-        "capability_settings-0-publish_change_list": "on",
-        "capability_settings-0-entries_per_document": "100",
-        "capability_settings-0-changelist_rotation": "1 day",
-        "capability_settings-0-regenerate_after_changes": "10",
-        "capability_settings-0-regenerate_after_seconds": "5",
-    }
+    form = {**ADMIN_FORM, "provider": provider.pk, "slug": "artciles"}
     assert admin_client.post(reverse("admin:sources_resourceset_add"), form).status_code == 302
     resource_set = ResourceSet.objects.get()
     form.update(
