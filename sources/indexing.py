@@ -153,6 +153,35 @@ def _raise_refusals(response: Any) -> None:
 UNINDEXED = Q(indexed=False, indexed__in=[False])
 
 
+#: Keys per `IN (…)` when checking what reconcile found missing (SQLite's limit is 32766).
+KEYS_PER_QUERY = 1000
+
+
+def _changes_lost(missing: set[int]) -> bool:
+    """Whether the copy lacks changes it had been given (marked indexed), not ones still
+    on their way: only a loss makes the documents built from it suspect."""
+    keys = sorted(missing)
+    return any(
+        Change.objects.filter(pk__in=keys[start : start + KEYS_PER_QUERY], indexed=True).exists()
+        for start in range(0, len(keys), KEYS_PER_QUERY)
+    )
+
+
+def _resources_lost(missing: set[int]) -> bool:
+    """`_changes_lost` for resources: one missing while none of its changes is on its way."""
+    keys = sorted(missing)
+    for start in range(0, len(keys), KEYS_PER_QUERY):
+        chunk = keys[start : start + KEYS_PER_QUERY]
+        on_the_way = Change.objects.filter(resource_key__in=chunk, indexed=False)
+        if (
+            Resource.objects.filter(pk__in=chunk)
+            .exclude(pk__in=on_the_way.values("resource_key"))
+            .exists()
+        ):
+            return True
+    return False
+
+
 def unindexed_changes(resource_set_id: int | None) -> QuerySet[Change]:
     """Changes not mirrored yet, of one set or of all."""
     pending = Change.objects.filter(UNINDEXED)
@@ -515,13 +544,14 @@ class Mirror:
             self.send(self._resource_actions(missing | extra))
             report.resources_indexed += len(missing)
             report.resources_removed += len(extra)
-            changed = bool(missing or extra)
+            lost = _resources_lost(missing)
             changes = Change.objects.filter(resource_set=resource_set)
             missing, extra = self._differences(self.changes_index, resource_set, changes)
+            lost = lost or _changes_lost(missing)
             self._repair_changes(missing, extra)
             report.changes_reindexed += len(missing)
             report.changes_removed += len(extra)
-            if changed or missing or extra:
+            if lost:
                 repaired.append(resource_set.pk)
         self.refresh()
         for resource_set_id in repaired:  # once the repairs are visible

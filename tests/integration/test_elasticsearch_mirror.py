@@ -667,3 +667,31 @@ def test_no_page_is_built_from_a_copy_that_shows_less_than_the_documents(
     report = regenerate(other, full=True)
     assert str(report) == "nothing to rewrite yet: newer changes wait for the generator's copy"
     assert served_locs(client, path) == every
+
+
+def test_changes_on_their_way_into_the_copy_are_no_repair(use_elasticsearch, monkeypatch):
+    """Reconcile found the changes committed while it ran "missing", indexed them, and
+    rewrote a busy set in full every ten minutes: only rows the copy had been given
+    and lost are a repair."""
+    from sources.services import ingest_events
+    from sources.signals import copy_repaired
+
+    mirror = use_elasticsearch.mirror
+    resource_set = make_set()
+    created(resource_set, 3)
+    ingest_events(resource_set=resource_set, events=[event("created", "r/late")])  # in flight
+    monkeypatch.setattr(mirror, "index_pending", lambda *args: 0)  # committed as it ran
+    repaired: list[int] = []
+
+    def record(sender, *, resource_set_id, **kwargs):
+        repaired.append(resource_set_id)
+
+    copy_repaired.connect(record)
+    try:
+        report = mirror.reconcile()
+        assert report.changes_reindexed == 1 and repaired == []
+        mirror.client.delete(index=mirror.changes_index, id=Change.objects.first().pk, refresh=True)
+        mirror.reconcile()
+        assert repaired == [resource_set.pk]
+    finally:
+        copy_repaired.disconnect(record)
