@@ -16,9 +16,10 @@ import os
 import re
 from collections.abc import Callable
 from typing import TypeVar
-from urllib.parse import urlsplit
 
 from django.core.exceptions import ImproperlyConfigured
+
+from sitemaps.protocol.uris import base_url_problem
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
@@ -135,18 +136,11 @@ def env_set_paths(name: str) -> list[str]:
 
 
 def env_base_url(name: str, default: str) -> str:
-    """An absolute http(s) URL without query or fragment: every document's URLs start with it."""
+    """An absolute http(s) URL that starts valid <loc>s: every document's URLs start with it."""
     value = os.environ.get(name, default).strip().rstrip("/")
-    expected = "an absolute http:// or https:// URL without user, query or fragment"
-    if any(char.isspace() or not char.isprintable() for char in value):
-        raise _refuse(name, value, expected)
-    try:
-        parts = urlsplit(value)
-        parts.port  # noqa: B018 (raises ValueError on a port out of range or not a number)
-    except ValueError:
-        raise _refuse(name, value, expected) from None
-    if parts.scheme not in {"http", "https"} or not parts.hostname:
-        raise _refuse(name, value, expected)
-    if "?" in value or "#" in value or "@" in parts.netloc:
-        raise _refuse(name, value, expected)
+    unprintable = any(char.isspace() or not char.isprintable() for char in value)
+    if unprintable or base_url_problem(value) is not None:
+        raise _refuse(
+            name, value, "an absolute http:// or https:// URL without user, query or fragment"
+        )
     return value

@@ -11,7 +11,6 @@ import os
 import secrets
 from datetime import timedelta
 from typing import Any
-from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
@@ -20,7 +19,7 @@ from django.db import models, transaction
 from django.db.models import Q
 
 from sitemaps.protocol.constants import MAX_ENTRIES_PER_DOCUMENT, ChangeType
-from sitemaps.protocol.uris import uri_problem
+from sitemaps.protocol.uris import base_url_problem
 
 MAX_URI_LENGTH = 2048
 
@@ -61,23 +60,9 @@ PROVIDER_MOVE_REFUSED = (
 
 def validate_url_prefix(value: str) -> None:
     """Every resource URI of the set starts with it, so it must start valid <loc>s."""
-    scheme_and_port = "Give an http:// or https:// URL, with a port from 1 to 65535."
-    try:
-        parts = urlsplit(value)
-        port = parts.port
-    except ValueError:  # a port out of range, or a bracket left open
-        raise ValidationError(scheme_and_port) from None
-    if parts.scheme not in ("http", "https") or port == 0:
-        raise ValidationError(scheme_and_port)
-    if parts.query or parts.fragment or "?" in value or "#" in value:
-        raise ValidationError("Give a prefix with no query or fragment: paths are joined after it.")
-    if "@" in parts.netloc:
-        raise ValidationError(
-            "Give a prefix with no user name or password: it would be in every URI published."
-        )
-    problem = uri_problem(value)
+    problem = base_url_problem(value)
     if problem is not None:
-        raise ValidationError(f"The prefix {problem}.")
+        raise ValidationError(problem)
 
 
 def validate_absolute_directory(value: str) -> None:
@@ -365,7 +350,11 @@ class ApiToken(models.Model):
     def clean(self) -> None:
         """No owner is the constraint's message; a new owner that is a non-staff user alone
         would reach nothing. (A token whose user left the staff can still be revoked.)"""
-        stored = ApiToken.objects.filter(pk=self.pk).values("provider_id", "user_id").first()
+        stored = (
+            ApiToken.objects.filter(pk=self.pk).values("provider_id", "user_id").first()
+            if self.pk
+            else None
+        )
         owner_changed = stored != {"provider_id": self.provider_id, "user_id": self.user_id}
         if not owner_changed:
             return

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import threading
+from urllib.parse import urlsplit
 
 from lxml import etree
 
@@ -59,3 +60,21 @@ def loc_problem(value: str) -> str | None:
     if len(value) > LOC_MAX_LENGTH:
         return f"is longer than the {LOC_MAX_LENGTH} characters a sitemap <loc> may have"
     return uri_problem(value)
+
+
+def base_url_problem(value: str) -> str | None:
+    """Why `value` cannot start every URL of a document (a PUBLIC_BASE_URL, a set's
+    url_prefix), or None: URLs joined to it must be valid `<loc>`s."""
+    try:
+        parts = urlsplit(value)
+        port = parts.port
+    except ValueError:  # a port out of range, or a bracket left open
+        port = 0
+    if parts.scheme not in ("http", "https") or not parts.hostname or port == 0:
+        return "Give an http:// or https:// URL, with a port from 1 to 65535."
+    if "?" in value or "#" in value:
+        return "Give a URL with no query or fragment: paths are joined after it."
+    if "@" in parts.netloc:
+        return "Give a URL with no user name or password: it would be in every URL published."
+    problem = uri_problem(value)
+    return f"The URL {problem}." if problem else None

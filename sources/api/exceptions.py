@@ -60,31 +60,33 @@ class ChunkedBodyUnreadable(BodyError):
         super().__init__("is chunked, which this server cannot read; send a Content-Length.")
 
 
-class DatabaseBusy(APIException):
-    """SQLite's one writer held its lock past our wait: nothing was applied, try again."""
+class RetryLater(APIException):
+    """A 503 with `Retry-After`: nothing was applied, and the same request may succeed."""
 
     status_code = status.HTTP_503_SERVICE_UNAVAILABLE
-    default_detail = "The database is busy with another write; nothing was applied. Retry shortly."
-    default_code = "database_busy"
     retry_after = 1
 
 
-class SetMoved(APIException):
+class DatabaseBusy(RetryLater):
+    """SQLite's one writer held its lock past our wait: nothing was applied, try again."""
+
+    default_detail = "The database is busy with another write; nothing was applied. Retry shortly."
+    default_code = "database_busy"
+
+
+class SetMoved(RetryLater):
     """The set's url_prefix changed while the request waited for it: resend to resolve anew."""
 
-    status_code = status.HTTP_503_SERVICE_UNAVAILABLE
     default_detail = (
         "The set's url_prefix or resource_root_dir changed while this request was applied; "
         "nothing was applied. Retry shortly."
     )
     default_code = "set_moved"
-    retry_after = 1
 
 
-class DatabaseUnavailable(APIException):
+class DatabaseUnavailable(RetryLater):
     """The database is down, restarting or out of room: nothing was applied, try again."""
 
-    status_code = status.HTTP_503_SERVICE_UNAVAILABLE
     default_detail = "The database is unavailable; nothing was applied. Retry shortly."
     default_code = "database_unavailable"
     retry_after = 5
@@ -136,6 +138,6 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response |
         body = ErrorListSerializer({"errors": exc.errors}).data
         return Response(body, status=exc.status_code)
     response = exception_handler(exc, context)
-    if response is not None and isinstance(exc, DatabaseBusy | DatabaseUnavailable | SetMoved):
+    if response is not None and isinstance(exc, RetryLater):
         response["Retry-After"] = str(exc.retry_after)
     return response
