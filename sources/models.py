@@ -404,3 +404,19 @@ class ApiToken(models.Model):
         if not self.in_force:
             return False
         return self.is_staff or self.provider_id == resource_set.provider_id
+
+
+class MirrorCopy(models.Model):
+    """Which Elasticsearch indices the `indexed` marks of the changes refer to.
+
+    An index can be deleted and created again (by Elasticsearch itself, for
+    the next write) while the database still calls every change indexed; its
+    identity (each index's UUID) tells the copy that was filled from the one
+    that only holds what came after.
+    """
+
+    names = models.CharField(max_length=600, unique=True)
+    identity = models.TextField()
+
+    def __str__(self) -> str:
+        return self.names

@@ -66,6 +66,7 @@ def rebuild_mirror(mirror: Mirror) -> RebuildReport:
     fresh.refresh()
     _swap(mirror, live[0], fresh.resources_index)
     _swap(mirror, live[1], fresh.changes_index)
+    mirror.record_copy()  # filled with every change marked indexed
     report.caught_up = _catch_up(mirror, newest_before)
     return report
 

@@ -276,7 +276,12 @@ class ElasticsearchGenerator(BaseGenerator):
         return True
 
     def visible_through(self, resource_set: ResourceSet) -> int:
-        """Up to the first change not yet indexed: a page never shows a later one without it."""
+        """Up to the first change not yet indexed: a page never shows a later one without it.
+
+        None at all while the indices are not the ones the changes were marked in.
+        """
+        if not self.mirror.is_recorded_copy():
+            return 0
         newest = super().visible_through(resource_set)
         pending = unindexed_changes(resource_set.pk)
         first_pending = pending.aggregate(first=Min("id"))["first"]

@@ -428,6 +428,7 @@ def test_reconcile_rebuild_moves_live_indices_to_the_current_mappings(use_elasti
         mapping = mirror.client.indices.get_mapping(index=name)[concrete]["mappings"]
         assert mapping["properties"]["location"].get("type", "object") == "object"
     assert lucene_documents(mirror, mirror.resources_index) == 4 * 2
+    assert mirror.recorded_identity() == mirror.identity()  # no change is indexed again
     assert list(use_elasticsearch.iter_resources(resource_set)) == resources_before
     assert list(use_elasticsearch.iter_changes(resource_set)) == before
     # Indexing and a second rebuild go on through the aliases.
@@ -695,3 +696,67 @@ def test_changes_on_their_way_into_the_copy_are_no_repair(use_elasticsearch, mon
         assert repaired == [resource_set.pk]
     finally:
         copy_repaired.disconnect(record)
+
+
+def test_an_index_replaced_during_a_backlog_is_not_taken_for_the_copy(
+    use_elasticsearch, client, settings, tmp_path, monkeypatch
+):
+    """An index deleted while a backlog was being sent: Elasticsearch created it again
+    for the next `_bulk` (with a dynamic mapping), the changes sent into that hollow copy
+    were marked indexed, and the pages built from it lost every other entry (a Change List
+    closed then kept the loss for good)."""
+    from sources.indexing import Mirror
+
+    from ..support import store_documents_in
+
+    store_documents_in(settings, tmp_path / "documents")
+    mirror = use_elasticsearch.mirror
+    resource_set = make_set(entries_per_document=4)
+    created(resource_set, 12)
+    every = served_locs(client)
+    mapping = live_mapping(mirror)
+    send = Mirror.send
+
+    def delete_first(self, actions, **kwargs):
+        monkeypatch.setattr(Mirror, "send", send)
+        self.client.indices.delete(index=self.concrete_indices(self.resources_index))
+        return send(self, actions, **kwargs)
+
+    monkeypatch.setattr(Mirror, "send", delete_first)
+    ingest(resource_set, [event("updated", "r/0000001", version=2)])
+
+    assert served_locs(client) == every
+    assert es_count(mirror, mirror.resources_index) == 12
+    assert live_mapping(mirror) == mapping  # not one Elasticsearch guessed
+
+
+def live_mapping(mirror) -> dict:
+    found = mirror.client.indices.get_mapping(index=mirror.resources_index)
+    (mapping,) = (index["mappings"] for index in found.body.values())
+    return mapping
+
+
+def test_no_page_is_built_from_an_index_that_replaced_the_copy(
+    use_elasticsearch, client, settings, tmp_path
+):
+    """Every change marked indexed, and the index behind them replaced by another (deleted,
+    then created again by any write): a full run published the set from the new one."""
+    from sitemaps.regeneration import regenerate
+
+    from ..support import store_documents_in
+
+    store_documents_in(settings, tmp_path / "documents")
+    mirror = use_elasticsearch.mirror
+    resource_set = make_set(entries_per_document=4)
+    created(resource_set, 12)
+    every = served_locs(client)
+    mirror.delete_indices()
+    mirror.ensure_indices()
+
+    report = regenerate(resource_set, full=True)
+
+    assert str(report) == "nothing to rewrite yet: newer changes wait for the generator's copy"
+    assert served_locs(client) == every
+    call_command("reconcile")
+    assert served_locs(client) == every
+    assert es_count(mirror, mirror.resources_index) == 12
