@@ -24,7 +24,7 @@ from django.db import transaction
 from django.db.models import Count, DateTimeField, Q, QuerySet, Sum, TextField
 from django.db.models.functions import Cast
 from django_elasticsearch_dsl import Index
-from elasticsearch import Elasticsearch
+from elasticsearch import AuthorizationException, Elasticsearch
 from elasticsearch.serializer import OrjsonSerializer
 
 from .documents import (
@@ -344,12 +344,20 @@ class Mirror:
         after it was deleted, takes the mirror's mapping rather than a guessed one."""
         if self._templates_put == os.getpid():
             return
-        for name, template in self.templates().items():
-            self.client.indices.put_index_template(
-                name=name,
-                index_patterns=[name],
-                template=template.to_dict(),
-                priority=TEMPLATE_PRIORITY,
+        try:
+            for name, template in self.templates().items():
+                self.client.indices.put_index_template(
+                    name=name,
+                    index_patterns=[name],
+                    template=template.to_dict(),
+                    priority=TEMPLATE_PRIORITY,
+                )
+        except AuthorizationException as error:
+            # A user allowed only its own indices: such an index then needs a rebuild.
+            logger.warning(
+                "No index templates (%s): after an index is deleted, an index "
+                "Elasticsearch creates by itself needs `reconcile --rebuild`",
+                error,
             )
         self._templates_put = os.getpid()
 

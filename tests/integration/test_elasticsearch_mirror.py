@@ -760,3 +760,27 @@ def test_no_page_is_built_from_an_index_that_replaced_the_copy(
     call_command("reconcile")
     assert served_locs(client) == every
     assert es_count(mirror, mirror.resources_index) == 12
+
+
+def test_a_cluster_that_refuses_index_templates_still_indexes(use_elasticsearch, monkeypatch):
+    """Templates need a cluster privilege (`manage_index_templates`) an index-scoped user
+    lacks: indexing must go on without them, not fail every backlog."""
+    from elastic_transport import ApiResponseMeta, HttpHeaders, NodeConfig
+    from elasticsearch import AuthorizationException
+
+    mirror = use_elasticsearch.mirror
+    mirror.delete_indices()
+    meta = ApiResponseMeta(403, "1.1", HttpHeaders(), 0.0, NodeConfig("http", "localhost", 9200))
+
+    def refuse(**kwargs):
+        raise AuthorizationException(
+            "action [indices:admin/index_template/put] is unauthorized", meta, {}
+        )
+
+    monkeypatch.setattr(mirror.client.indices, "put_index_template", refuse)
+    resource_set = make_set()
+
+    created(resource_set, 3)
+
+    assert es_count(mirror, mirror.resources_index) == 3
+    assert not Change.objects.filter(indexed=False).exists()
