@@ -29,6 +29,7 @@ from harvester.client import FetchError, HarvestClient, address_policy
 from harvester.config import HarvestConfig
 from harvester.discovery import discover_capability_lists
 from harvester.incremental import incremental_from_list
+from harvester.layout import arrange
 from harvester.report import NoProgress, Progress, SyncReport
 from harvester.session import HarvestSession
 from harvester.state import destination_lock
@@ -323,4 +324,8 @@ def single_set(config: HarvestConfig) -> HarvestConfig:
             f"{config.source_url} leads to {len(urls)} sets; --follow follows one: "
             "name it with `set:`"
         )
-    return replace(config, capability_list_url=urls[0])
+    if config.set_name is not None:
+        return replace(config, capability_list_url=urls[0])
+    # In the folder the set keeps from when the source listed more (harvester.layout).
+    (folder,) = arrange(config.destination, urls, writes=True).values()
+    return replace(config, capability_list_url=urls[0], destination=config.destination / folder)

@@ -15,6 +15,7 @@ and the sets that do not clash keep their names. A digest rather than a
 refusal, because an honest source may nest its sets or list one twice. Names
 are compared as a case-insensitive file system would. Should even those clash
 (only a source that aims for it), the harvest is refused, naming the sets.
+Once given, a set keeps its folder (`harvester.layout`).
 """
 
 from __future__ import annotations
@@ -47,6 +48,25 @@ def set_folders(capability_lists: list[str]) -> dict[str, PurePosixPath]:
         named = ", ".join(f"{urls[i]} ({PurePosixPath(*folders[i])})" for i in sorted(clashing))
         raise HarvestError(f"cannot give these sets folders apart from each other: {named}")
     return {url: PurePosixPath(*folder) for url, folder in zip(urls, folders, strict=True)}
+
+
+def clashes(folder: PurePosixPath, given: list[PurePosixPath], taken: set[str]) -> bool:
+    """`folder` is, holds or lies inside a folder given, takes a name already at the
+    destination's root (`taken`), or a name the harvester keeps."""
+    if _folded(folder.parts[0]) in {_folded(name) for name in taken}:
+        return True
+    folders = [*(given_folder.parts for given_folder in given), folder.parts]
+    return len(folders) - 1 in _clashing(folders)
+
+
+def with_digest(url: str) -> PurePosixPath:
+    """The folder of a set whose own name clashes: the last name of its URL's folder (or
+    host) and a digest of the URL."""
+    try:
+        folder = resource_relpath(url).parts[:-1]
+    except UnsafePathError as error:
+        raise HarvestError(f"cannot name a folder for a set: {error}") from error
+    return PurePosixPath(*_with_digest(url, folder))
 
 
 def _unshared(paths: list[tuple[str, ...]]) -> list[tuple[str, ...]]:

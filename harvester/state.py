@@ -120,6 +120,18 @@ def load_state(destination: Path, capability_list_url: str) -> SyncState:
     return state
 
 
+def mirrored_source(destination: Path) -> str | None:
+    """The Capability List whose copy `destination` holds, if it holds one."""
+    try:
+        text = (destination / STATE_FILE).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    try:
+        return str(json.loads(text)["capability_list_url"])
+    except (ValueError, KeyError, TypeError) as error:
+        raise StateError(f"{destination / STATE_FILE} is damaged ({error})") from error
+
+
 def save_state(destination: Path, state: SyncState) -> None:
     """Write the state atomically: a crash leaves the old file or the new, never half."""
     handle, temp_name = tempfile.mkstemp(dir=destination, prefix=STATE_FILE, suffix=".tmp")

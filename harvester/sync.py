@@ -31,9 +31,10 @@ from harvester.client import HarvestClient
 from harvester.config import HarvestConfig
 from harvester.discovery import discover_capability_lists
 from harvester.incremental import run_incremental
+from harvester.layout import ROOT, arrange
 from harvester.report import NoProgress, Progress, SyncReport, report_to_journal
 from harvester.session import HarvestSession
-from harvester.sets import failed_set, merge_reports, set_folders
+from harvester.sets import failed_set, merge_reports
 from harvester.state import STATE_FILE, StateError, SyncState, destination_lock, load_state
 from harvester.walk import HarvestError, read_capabilities
 from journal.models import RunKind
@@ -102,10 +103,14 @@ def _run_harvest(
         return harvest_set(config)
     with HarvestClient(config) as client:
         urls = discover_capability_lists(client, config.source_url, config.set_name)
-    if len(urls) == 1:
+    if config.set_name is not None:
+        return harvest_set(replace(config, capability_list_url=urls[0]))
+    writes = not dry_run and mode != Mode.AUDIT
+    folders = arrange(config.destination, urls, writes=writes)
+    if list(folders.values()) == [ROOT]:
         return harvest_set(replace(config, capability_list_url=urls[0]))
     parts: dict[PurePosixPath, SyncReport] = {}
-    for url, folder in set_folders(urls).items():
+    for url, folder in folders.items():
         destination = config.destination / folder
         try:
             parts[folder] = harvest_set(

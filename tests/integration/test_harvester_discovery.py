@@ -175,8 +175,80 @@ def test_a_set_below_another_gets_a_folder_of_its_own(site: Site, tmp_path: Path
     call_command("harvest", str(config_file), "--audit", stdout=out)
 
     assert out.getvalue().splitlines()[-1].startswith("audit: 3 same, 0 missing, 0 extra")
-    folders = sorted(path.name for path in (tmp_path / "m").iterdir())
+    folders = sorted(path.name for path in (tmp_path / "m").iterdir() if path.is_dir())
     assert [name.split("-")[0] for name in folders] == ["a", "b", "c"]
+
+
+def test_a_set_the_source_adds_leaves_every_copy_where_it_was(site: Site, tmp_path: Path) -> None:
+    """Folders were named by what the listed sets do not share: a new set under another
+    prefix renamed every folder, so each set was copied again beside a stale copy that
+    nothing kept in step."""
+    first = [site.add_set("x/a", {"a.txt": b"a"}), site.add_set("x/b", {"b.txt": b"b"})]
+    site.source_description(*first)
+    config = make_config(tmp_path / "m", source_url=site.url(".well-known/resourcesync"))
+    run_harvest(config, Mode.BASELINE)
+    site.source_description(*first, site.add_set("y/c", {"c.txt": b"c"}))
+
+    report = run_harvest(config, Mode.BASELINE)
+
+    host = f"127.0.0.1_{site.port}"
+    assert report.downloaded == 1
+    assert tree(tmp_path / "m") == {
+        f"a/{host}/sets/x/a/files/a.txt": b"a",
+        f"b/{host}/sets/x/b/files/b.txt": b"b",
+        f"y/c/{host}/sets/y/c/files/c.txt": b"c",
+    }
+    assert run_harvest(config, Mode.AUDIT).audit.extra == []
+
+
+def test_a_source_that_lists_a_second_set_moves_the_first_into_its_folder(
+    site: Site, tmp_path: Path
+) -> None:
+    """One set was copied at the destination's root; once the source listed two, the first
+    went to a folder of its own, copied again, and the root copy was left behind."""
+    first = site.add_set("a", {"x.txt": b"x"})
+    site.source_description(first)
+    config = make_config(tmp_path / "m", source_url=site.url(".well-known/resourcesync"))
+    run_harvest(config, Mode.BASELINE)
+    host = f"127.0.0.1_{site.port}"
+    assert tree(tmp_path / "m") == {f"{host}/sets/a/files/x.txt": b"x"}
+    site.source_description(first, site.add_set("b", {"z.txt": b"z"}))
+
+    report = run_harvest(config, Mode.BASELINE)
+
+    assert report.downloaded == 1
+    assert tree(tmp_path / "m") == {
+        f"a/{host}/sets/a/files/x.txt": b"x",
+        f"b/{host}/sets/b/files/z.txt": b"z",
+    }
+    audit = run_harvest(config, Mode.AUDIT).audit
+    assert (audit.same, audit.extra) == (2, [])
+
+
+def test_a_move_into_the_folder_stopped_half_way_is_finished(site: Site, tmp_path: Path) -> None:
+    """A run stopped while it moved the root copy into its folder: the next run moves the
+    rest (the state file goes last), and fetches nothing again."""
+    from harvester.layout import LAYOUT_FILE
+
+    first = site.add_set("a", {"x.txt": b"x"})
+    site.source_description(first)
+    config = make_config(tmp_path / "m", source_url=site.url(".well-known/resourcesync"))
+    run_harvest(config, Mode.BASELINE)
+    second = site.add_set("b", {"z.txt": b"z"})
+    site.source_description(first, second)
+    host = f"127.0.0.1_{site.port}"
+    (tmp_path / "m" / LAYOUT_FILE).write_text(f'{{"folders": {{"{first}": "a", "{second}": "b"}}}}')
+    (tmp_path / "m" / "a").mkdir()
+    (tmp_path / "m" / host).rename(tmp_path / "m" / "a" / host)
+
+    report = run_harvest(config, Mode.BASELINE)
+
+    assert report.downloaded == 1
+    assert tree(tmp_path / "m") == {
+        f"a/{host}/sets/a/files/x.txt": b"x",
+        f"b/{host}/sets/b/files/z.txt": b"z",
+    }
+    assert run_harvest(config, Mode.AUDIT).audit.extra == []
 
 
 def test_set_picks_one_set_of_a_source_description(site: Site, tmp_path: Path) -> None:
