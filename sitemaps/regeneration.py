@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
@@ -126,6 +127,18 @@ class RegenerationReport:
         if self.dumps is not None and not self.dumps.problem:
             parts.append(str(self.dumps))
         return f"{'; '.join(parts)} ({self.seconds:.2f} s)"
+
+
+def end_of_full(built: BuiltChangeList) -> tuple[datetime, int | None]:
+    """Where a list that outgrew a document ends: after its last instant that fits whole,
+    or inside that instant (after its last change id) when the list holds nothing else."""
+    last = built.page.last_record
+    assert last is not None and built.latest_read is not None, "a full list has entries"
+    if built.latest_read > last.datetime:
+        return last.datetime, None  # the next change is later: all fit
+    if built.first_read is not None and built.first_read < last.datetime:
+        return last.datetime - ONE_MICROSECOND, None
+    return last.datetime, last.key
 
 
 def change_watermark(resource_set: ResourceSet, generator: BaseGenerator) -> int:
@@ -679,15 +692,27 @@ class RegenerationRun:
             )
 
     def close_full(self, page: ChangeListPage, built: BuiltChangeList) -> ChangeListPage:
-        """Close a full open list after its last instant that fits whole, or inside that
-        instant when the list holds nothing else (one instant fills it alone)."""
-        last = built.page.last_record
-        assert last is not None and built.latest_read is not None, "a full list has entries"
-        if built.latest_read > last.datetime:
-            return self.close(page, last.datetime)  # the next change is later: all fit
-        if built.first_read is not None and built.first_read < last.datetime:
-            return self.close(page, last.datetime - ONE_MICROSECOND)
-        return self.close(page, last.datetime, until_key=last.key)
+        """Close a full open list where it fills up (`end_of_full`)."""
+        return self.close(page, *end_of_full(built))
+
+    def close_earlier(
+        self, page: ChangeListPage, successor: ChangeListPage, built: BuiltChangeList
+    ) -> None:
+        """End a closed list that outgrew a document where it fills up; its successor,
+        not yet published, starts there.
+
+        A list closed at a rotation holds what was committed before the close took the
+        set's lock: a request in flight, dated before the close, commits its changes
+        into the closed window after the open list was last written.
+        """
+        until, until_key = end_of_full(built)
+        with transaction.atomic():
+            resource_set_lock(resource_set=self.resource_set)
+            page.until, page.until_key = until, until_key
+            page.save(update_fields=["until", "until_key"])
+            successor.since = until if until_key is not None else until + ONE_MICROSECOND
+            successor.since_key = until_key
+            successor.save(update_fields=["since", "since_key"])
 
     def complete_through(self, until: datetime) -> bool:
         """Whether every change up to `until` is visible to the generator."""
@@ -708,10 +733,24 @@ class RegenerationRun:
             self.write_change_page(page, pages)
             self.write_change_page(pages[-1], pages)
             return
+        if result.has_more and result.last_record is not None:
+            successor = pages[pages.index(page) + 1]
+            if successor.generated_at is None:
+                self.close_earlier(page, successor, built)
+                self.write_change_page(page, pages)  # its successor comes later in the run
+                return
+            # Never cut a closed list: what it cannot pass on would be in no list.
+            logger.warning(
+                "%s outgrew its limit after its successor was published: written whole",
+                page.public_name,
+            )
+            built = self.build_change_page(page, index_url, whole=True)
         self.store_change_page(page, built)
 
-    def build_change_page(self, page: ChangeListPage, index_url: str | None) -> BuiltChangeList:
-        """The list rendered from every change in its window."""
+    def build_change_page(
+        self, page: ChangeListPage, index_url: str | None, *, whole: bool = False
+    ) -> BuiltChangeList:
+        """The list rendered from every change in its window (past the limits if `whole`)."""
         records = KeyTracker(self.page_changes(page))
         result = build_change_list(
             records,
@@ -719,8 +758,8 @@ class RegenerationRun:
             until=page.until,
             capability_list_url=self.capability_list_url,
             index_url=index_url,
-            max_entries=self.capabilities.entries_per_document,
-            max_bytes=self.max_bytes,
+            max_entries=sys.maxsize if whole else self.capabilities.entries_per_document,
+            max_bytes=sys.maxsize if whole else self.max_bytes,
         )
         return BuiltChangeList.of(result, records, page)
 

@@ -153,3 +153,93 @@ def test_a_rotation_by_time_still_gives_the_closed_first_list_its_index_link(cli
     assert root_links(closed)["index"] == f"{HOST}{BASE}/changelist.xml"
     assert len(changes(closed)) == 3  # closed at the run's time, after the third change
     assert etree.fromstring(body(client, f"{BASE}/changelist.xml")).tag.endswith("sitemapindex")
+
+
+def every_listed_change(client: Client) -> list[str]:
+    """The `<loc>` of every entry of every Change List the index names, in order."""
+    index = etree.fromstring(body(client, f"{BASE}/changelist.xml"))
+    parts = index.xpath("//sm:sitemap/sm:loc/text()", namespaces=NS)
+    return [loc for part in parts for loc in changes(body(client, part.removeprefix(HOST)))]
+
+
+@pytest.mark.parametrize("in_flight", [2, 9])
+def test_changes_committed_while_a_rotation_closes_the_list_are_all_listed(
+    client, monkeypatch, in_flight
+):
+    """A rotation wrote the open list, then closed it at the run's start. Changes dated
+    before that instant but committed meanwhile (a large request in flight, which the
+    close waits for) were read into the closed list past its limit, and every change past
+    the limit was in no Change List at all."""
+
+    from sitemaps.regeneration import RegenerationRun
+    from sources.services import ingest_events
+    from sources.signals import events_ingested, receivers_muted
+
+    from ..support import event
+
+    resource_set = make_set(entries_per_document=5)
+    created(resource_set, 3)
+    settings_row = resource_set.capability_settings
+    settings_row.changelist_rotation = timedelta(seconds=0)
+    settings_row.save()
+    close = RegenerationRun.close
+
+    def commit_in_flight_first(self, page, until, until_key=None):
+        monkeypatch.setattr(RegenerationRun, "close", close)
+        sent = [
+            event("created", f"late/{n}", datetime=self.now - timedelta(microseconds=in_flight - n))
+            for n in range(in_flight)
+        ]
+        with receivers_muted(events_ingested):
+            ingest_events(resource_set=resource_set, events=sent)
+        return close(self, page, until, until_key)
+
+    monkeypatch.setattr(RegenerationRun, "close", commit_in_flight_first)
+    created(resource_set, 1, start=5)  # its run finds the rotation due
+    created(resource_set, 1, start=6)  # and the next run writes what came meanwhile
+
+    listed = every_listed_change(client)
+    assert sorted(listed) == sorted(
+        f"http://data.example.org/{name}"
+        for name in [
+            *(f"r/{n:07d}" for n in (0, 1, 2, 5, 6)),
+            *(f"late/{n}" for n in range(in_flight)),
+        ]
+    )
+    assert (
+        max(
+            len(changes(body(client, f"{BASE}/changelist-{p.number}.xml")))
+            for p in ChangeListPage.objects.all()
+        )
+        <= 5
+    )
+
+
+def test_a_closed_list_that_outgrows_its_limit_later_loses_no_change(client):
+    """A closed list not yet final (the mirror still indexing changes dated inside it)
+    whose successor is published: the changes that turn up later past its limit are
+    written into it whole, since no other list can take them."""
+    from sitemaps.regeneration import regenerate
+    from sources.models import Change
+    from sources.signals import events_ingested, receivers_muted
+
+    resource_set = make_set(entries_per_document=5)
+    created(resource_set, 4)
+    settings_row = resource_set.capability_settings
+    settings_row.changelist_rotation = timedelta(seconds=0)
+    settings_row.save()
+    created(resource_set, 1, start=10)  # closes the first list
+    first = ChangeListPage.objects.get(number=1)
+    ChangeListPage.objects.filter(pk=first.pk).update(final=False)
+    with receivers_muted(events_ingested):
+        created(resource_set, 3, start=20)
+    # As if indexed only now: changes dated inside the first list's window.
+    late = Change.objects.order_by("-pk")[:3].values_list("pk", flat=True)
+    Change.objects.filter(pk__in=list(late)).update(datetime=first.until)
+    settings_row.changelist_rotation = timedelta(days=1)
+    settings_row.save()
+
+    regenerate(resource_set)
+
+    listed = every_listed_change(client)
+    assert len(listed) == len(set(listed)) == 8
