@@ -648,7 +648,10 @@ class RegenerationRun:
         written over-full would keep its first entries and lose the rest."""
         if changed:
             self.write_change_page(pages[-1], pages)
-        pages.append(self.close(pages[-1], self.now))
+        # Unless it split on changes committed since the run began: the list they opened
+        # starts after the run's time, and closing it there would end it before its start.
+        if pages[-1].since <= self.now:
+            pages.append(self.close(pages[-1], self.now))
 
     def change_page_due(self, page: ChangeListPage, changed: bool) -> bool:
         """A final list only in a full run; the open one only when it has new changes."""

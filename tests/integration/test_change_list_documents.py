@@ -243,3 +243,39 @@ def test_a_closed_list_that_outgrows_its_limit_later_loses_no_change(client):
 
     listed = every_listed_change(client)
     assert len(listed) == len(set(listed)) == 8
+
+
+def test_a_rotation_after_the_open_list_split_on_later_changes_keeps_the_set_publishing(
+    client, monkeypatch
+):
+    """The rotation wrote the open list first, which read changes committed after the run
+    began and split past them; then it closed the newest list at the run's start, before
+    that list's own start. Every later run failed ("until is before from") and the set's
+    documents stayed as they were, for good."""
+    from sitemaps.regeneration import RegenerationRun, regenerate
+    from sources.signals import events_ingested, receivers_muted
+
+    resource_set = make_set(entries_per_document=5)
+    created(resource_set, 3)
+    settings_row = resource_set.capability_settings
+    settings_row.changelist_rotation = timedelta(seconds=0)
+    settings_row.save()
+    rotate = RegenerationRun.rotate
+
+    def commit_later_changes_first(self, pages, changed):
+        monkeypatch.setattr(RegenerationRun, "rotate", rotate)
+        with receivers_muted(events_ingested):
+            created(resource_set, 9, start=100)  # dated after the run's start
+        return rotate(self, pages, changed)
+
+    monkeypatch.setattr(RegenerationRun, "rotate", commit_later_changes_first)
+    created(resource_set, 1, start=5)
+    settings_row.changelist_rotation = timedelta(days=1)
+    settings_row.save()
+
+    created(resource_set, 1, start=6)
+
+    assert all(p.until is None or p.until >= p.since for p in ChangeListPage.objects.all())
+    listed = every_listed_change(client)
+    assert len(listed) == len(set(listed)) == 14
+    assert regenerate(resource_set, full=True) is not None
