@@ -724,6 +724,16 @@ class RegenerationRun:
         ).exists()
 
     def write_change_page(self, page: ChangeListPage, pages: list[ChangeListPage]) -> None:
+        """Write `page`, and the lists it opens as it fills up, one after the other (a
+        backlog of hundreds of full lists is a loop, not as many nested calls)."""
+        writing: ChangeListPage | None = page
+        while writing is not None:
+            writing = self.write_one_change_page(writing, pages)
+
+    def write_one_change_page(
+        self, page: ChangeListPage, pages: list[ChangeListPage]
+    ) -> ChangeListPage | None:
+        """Write one list; the list to write next, if it had to end earlier."""
         # Only a list under an index links to it (closing a list opens the next).
         index_url = links.change_list_url(self.resource_set) if len(pages) > 1 else None
         built = None if self.full else change_list_append.append(self, page, index_url)
@@ -731,17 +741,15 @@ class RegenerationRun:
             built = self.build_change_page(page, index_url)
         result = built.page
         if result.has_more and result.last_record is not None and page.until is None:
-            # Full: close it, then write it and the rest anew.
+            # Full: close it and write it, then the list it opened.
             pages.append(self.close_full(page, built))
             self.write_change_page(page, pages)
-            self.write_change_page(pages[-1], pages)
-            return
+            return pages[-1]
         if result.has_more and result.last_record is not None:
             successor = pages[pages.index(page) + 1]
             if successor.generated_at is None:
                 self.close_earlier(page, successor, built)
-                self.write_change_page(page, pages)  # its successor comes later in the run
-                return
+                return page  # its successor comes later in the run
             # Never cut a closed list: what it cannot pass on would be in no list.
             logger.warning(
                 "%s outgrew its limit after its successor was published: written whole",
@@ -749,6 +757,7 @@ class RegenerationRun:
             )
             built = self.build_change_page(page, index_url, whole=True)
         self.store_change_page(page, built)
+        return None
 
     def build_change_page(
         self, page: ChangeListPage, index_url: str | None, *, whole: bool = False

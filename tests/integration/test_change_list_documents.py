@@ -279,3 +279,25 @@ def test_a_rotation_after_the_open_list_split_on_later_changes_keeps_the_set_pub
     listed = every_listed_change(client)
     assert len(listed) == len(set(listed)) == 14
     assert regenerate(resource_set, full=True) is not None
+
+
+def test_a_backlog_of_hundreds_of_full_lists_is_written_in_one_run(client):
+    """Each full list was written by a call inside the previous one's: a backlog of a few
+    hundred lists ended every run in a RecursionError, and the set stayed behind."""
+    import sys
+
+    from sitemaps.regeneration import regenerate
+    from sources.signals import events_ingested, receivers_muted
+
+    resource_set = make_set(entries_per_document=1)
+    with receivers_muted(events_ingested):
+        created(resource_set, 400)
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(400)  # the depth must not grow with the backlog
+    try:
+        regenerate(resource_set)
+    finally:
+        sys.setrecursionlimit(limit)
+
+    assert ChangeListPage.objects.count() == 400
+    assert len(every_listed_change(client)) == 400
