@@ -107,7 +107,10 @@ def append(
         return None
     tail = KeyTracker(
         run.generator.iter_changes(
-            run.resource_set, since=page.since, after=(page.last_datetime, page.last_key)
+            run.resource_set,
+            since=page.since,
+            until=run.listed_until(page),
+            after=(page.last_datetime, page.last_key),
         ),
         page.max_key,
     )

@@ -775,12 +775,21 @@ class RegenerationRun:
         )
         return BuiltChangeList.of(result, records, page)
 
+    def listed_until(self, page: ChangeListPage) -> datetime | None:
+        """The last instant the list may show now: its end, or for the open list the
+        snapshot time while changes wait for the copy. A copy can hold a request's
+        later-dated changes before its earlier-dated ones; listed first, the earlier
+        ones would come behind a datetime destinations resume from."""
+        if page.until is not None or not self.changes_not_visible or self.at < page.since:
+            return page.until
+        return self.at
+
     def page_changes(self, page: ChangeListPage) -> Iterator[ChangeRecord]:
         """The changes in the list's window, in (datetime, id) order; at an instant split
         between two lists, only its own (`since_key`, `until_key`)."""
         after = None if page.since_key is None else (page.since, page.since_key)
         records = self.generator.iter_changes(
-            self.resource_set, since=page.since, until=page.until, after=after
+            self.resource_set, since=page.since, until=self.listed_until(page), after=after
         )
         if page.until is None or page.until_key is None:
             return records

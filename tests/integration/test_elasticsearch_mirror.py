@@ -784,3 +784,52 @@ def test_a_cluster_that_refuses_index_templates_still_indexes(use_elasticsearch,
 
     assert es_count(mirror, mirror.resources_index) == 3
     assert not Change.objects.filter(indexed=False).exists()
+
+
+def test_no_change_is_listed_behind_one_a_destination_has_passed(use_elasticsearch, client):
+    """A request's undated events (dated at receipt) before events it dates earlier: the
+    copy held the first ones and the open list showed them; the earlier-dated ones came
+    later, behind them, where a destination resuming from the newest datetime it applied
+    (resync, the portal's harvester) never looks."""
+    import time
+    from datetime import timedelta
+
+    from lxml import etree
+
+    from sitemaps.regeneration import regenerate
+    from sources.services import ingest_events
+    from sources.signals import events_ingested, receivers_muted
+
+    from ..support import NS
+
+    mirror = use_elasticsearch.mirror
+    resource_set = make_set()
+    created(resource_set, 2)
+    earlier = Change.objects.latest("datetime").datetime + timedelta(milliseconds=1)
+    time.sleep(0.01)
+    sent = [event("created", f"now/{n}") for n in range(3)]
+    sent += [event("created", f"dated/{n}", datetime=earlier) for n in range(3)]
+    with receivers_muted(events_ingested):
+        ingest_events(resource_set=resource_set, events=sent)
+    ids = list(Change.objects.order_by("pk").values_list("pk", flat=True))
+    mirror.index_changes(ids[:-3])  # the copy has the undated ones so far
+
+    def listed() -> list[tuple[str, str]]:
+        content = b"".join(
+            client.get("/resourcesync/acme/articles/changelist.xml").streaming_content
+        )
+        entries = etree.fromstring(content).iterfind("sm:url", NS)
+        return [
+            (e.findtext("sm:loc", namespaces=NS), e.find("rs:md", NS).get("datetime"))
+            for e in entries
+        ]
+
+    regenerate(resource_set)
+    first = listed()
+    passed = max(datetime for _, datetime in first)  # where a destination resumes
+    mirror.index_changes(ids[-3:])
+    regenerate(resource_set)
+
+    later = [entry for entry in listed() if entry not in first]
+    assert len(first) + len(later) == 8
+    assert all(datetime > passed for _, datetime in later)
