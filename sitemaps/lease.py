@@ -20,7 +20,7 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import DatabaseError, connection, connections, transaction
-from django.db.models import Q
+from django.db.models import F, Q
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
@@ -78,6 +78,16 @@ class Lease:
         """Let the set go, recording `fields`; False if it had been taken over."""
         done = self._mine().update(running_since=None, heartbeat_at=None, holder="", **fields)
         return bool(done)
+
+
+@contextmanager
+def state_locked(resource_set: ResourceSet) -> Iterator[None]:
+    """A transaction holding the set's state row, which every write of a run holds too
+    (`Lease.holding`): no document of the set changes until it commits."""
+    with transaction.atomic():
+        # A write, not SELECT FOR UPDATE: it takes SQLite's write lock as well.
+        RegenerationState.objects.filter(resource_set=resource_set).update(holder=F("holder"))
+        yield
 
 
 def _end_if_paused() -> None:

@@ -37,7 +37,7 @@ from django.core.files.storage import FileSystemStorage
 
 from sources.models import ResourceSet
 
-from . import caching
+from . import caching, lease
 from .models import (
     ChangeListPage,
     ChangePackage,
@@ -265,6 +265,13 @@ def publish_set(resource_set: ResourceSet) -> None:
     directory = _directory(resource_set)
     if directory is None:
         return
+    # Holding the set's state row: a run that points a row at a new version meanwhile
+    # would have its link put back on the old version.
+    with lease.state_locked(resource_set):
+        _publish_set_in(directory, resource_set)
+
+
+def _publish_set_in(directory: Path, resource_set: ResourceSet) -> None:
     wanted = set()
     for document in _documents(resource_set):
         final = _is_final(document)

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from django.core.management import call_command
+from django.db import connection
 from django.test import Client, TestCase
 from django.utils import timezone
 
@@ -196,3 +197,64 @@ def test_a_slug_that_could_climb_out_is_never_published(published_dir):
     assert all(path.parts[0] == "resourcesync" for path in published), published
     assert not (published_dir / "articles").exists()
     assert not (published_dir / "resourcesync" / "acme").exists(), "the old links are withdrawn"
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.skipif(
+    connection.vendor == "sqlite",
+    reason="SQLite's in-memory test database: one writer, and threads cannot wait on it",
+)
+def test_a_tree_rebuild_during_a_run_leaves_no_stale_link(client, published_dir, monkeypatch):
+    """A save in the admin rebuilds the tree: it read the rows, a run pointed one at a new
+    version (and deleted the old), and the rebuild then linked the old version again. The
+    tree served a stale list (or fell through) until the next rebuild."""
+    import threading
+
+    from sitemaps import publishing
+
+    resource_set = make_set()
+    created(resource_set, 2)
+    read, go = threading.Event(), threading.Event()
+    documents = publishing._documents
+
+    def read_then_wait(rows_of):
+        rows = documents(rows_of)
+        read.set()
+        go.wait(10)
+        return rows
+
+    monkeypatch.setattr(publishing, "_documents", read_then_wait)
+
+    def rebuild() -> None:
+        try:
+            publishing.rebuild()
+        finally:
+            connection.close()
+
+    def run() -> None:
+        try:
+            created(resource_set, 1, start=5)
+        finally:
+            connection.close()
+
+    rebuilding = threading.Thread(target=rebuild)
+    rebuilding.start()
+    assert read.wait(10)
+    running = threading.Thread(target=run)
+    running.start()
+    running.join(2)  # blocked by the rebuild, or done
+    go.set()
+    rebuilding.join(20)
+    running.join(20)
+
+    links = tree(published_dir)
+    assert links["changelist.xml"].read_bytes() == served(client, f"{BASE}/changelist.xml")
+    assert len(etree_locs(links["changelist.xml"].read_bytes())) == 3
+
+
+def etree_locs(content: bytes) -> list[str]:
+    from lxml import etree
+
+    from ..support import NS
+
+    return etree.fromstring(content).xpath("//sm:loc/text()", namespaces=NS)
