@@ -83,6 +83,8 @@ MIDDLEWARE = [
     # Django's, building its storage only when a page adds or reads a message.
     "resourcesync_portal.lazy_messages.LazyMessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # A view's database down or busy: 503 with Retry-After, not Django's 500.
+    "resourcesync_portal.database_errors.DatabaseUnavailableMiddleware",
 ]
 
 ROOT_URLCONF = "resourcesync_portal.urls"

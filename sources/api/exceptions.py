@@ -20,6 +20,7 @@ from rest_framework.exceptions import APIException
 from rest_framework.response import Response
 from rest_framework.views import exception_handler, set_rollback
 
+from resourcesync_portal.database_errors import Trouble, trouble
 from sources.services import EventsRejected, LocationsChanged
 
 from .parsers import BodyTooLarge, LengthRequired
@@ -72,6 +73,7 @@ class DatabaseBusy(RetryLater):
 
     default_detail = "The database is busy with another write; nothing was applied. Retry shortly."
     default_code = "database_busy"
+    retry_after = Trouble.BUSY.value
 
 
 class SetMoved(RetryLater):
@@ -89,30 +91,16 @@ class DatabaseUnavailable(RetryLater):
 
     default_detail = "The database is unavailable; nothing was applied. Retry shortly."
     default_code = "database_unavailable"
-    retry_after = 5
+    retry_after = Trouble.UNAVAILABLE.value
 
 
-#: PostgreSQL's SQLSTATE classes of a server that cannot serve now: connection
-#: exceptions, insufficient resources (disk full, too many connections), shutdown.
-UNAVAILABLE_SQLSTATES = ("08", "53", "57P")
-#: SQLite's result codes of a disk that is full or failing.
-UNAVAILABLE_SQLITE = {"SQLITE_FULL", "SQLITE_IOERR", "SQLITE_CANTOPEN"}
-
-
-def _database_error(exc: OperationalError) -> APIException | None:
+def _database_error(exc: Exception) -> APIException | None:
     """A lock timeout, or a database down or full, is the client's to retry; any other
     error is a bug (500)."""
-    if "locked" in str(exc):  # "database is locked", "database table is locked"
-        return DatabaseBusy()
-    cause = exc.__cause__
-    sqlite_code = getattr(cause, "sqlite_errorname", None)
-    if sqlite_code is not None:
-        return DatabaseUnavailable() if sqlite_code in UNAVAILABLE_SQLITE else None
-    if type(cause).__module__.startswith("psycopg"):
-        sqlstate = getattr(cause, "sqlstate", None)  # None: the connection itself failed
-        if sqlstate is None or sqlstate.startswith(UNAVAILABLE_SQLSTATES):
-            return DatabaseUnavailable()
-    return None
+    found = trouble(exc)
+    if found is None:
+        return None
+    return DatabaseBusy() if found is Trouble.BUSY else DatabaseUnavailable()
 
 
 #: Exceptions of the services and parsers, and the API error each one is.
@@ -121,7 +109,7 @@ API_ERRORS: dict[type[Exception], Callable[[Any], APIException | None]] = {
     BodyTooLarge: lambda exc: PayloadTooLarge(str(exc)),
     LengthRequired: lambda exc: ChunkedBodyUnreadable(),
     OperationalError: _database_error,
-    InterfaceError: lambda exc: DatabaseUnavailable(),  # "connection already closed"
+    InterfaceError: _database_error,
     LocationsChanged: lambda exc: SetMoved(),
     UnreadablePostError: lambda exc: BodyError("could not be read to the end."),
 }

@@ -301,3 +301,28 @@ def test_a_backlog_of_hundreds_of_full_lists_is_written_in_one_run(client):
 
     assert ChangeListPage.objects.count() == 400
     assert len(every_listed_change(client)) == 400
+
+
+@pytest.mark.parametrize("path", ["changelist.xml", "capabilitylist.xml"])
+def test_a_document_read_while_the_database_is_down_is_a_503_to_retry(client, monkeypatch, path):
+    """During a PostgreSQL restart a document read answered Django's 500 (a destination
+    cannot tell it from a bug); the API already answered 503 with Retry-After."""
+    import psycopg
+    from django.db import OperationalError
+
+    from sitemaps import access, views
+
+    created(make_set(), 1)
+
+    def down(*args, **kwargs):
+        error = OperationalError("connection refused")
+        error.__cause__ = psycopg.OperationalError("connection refused")
+        raise error
+
+    monkeypatch.setattr(access.SetReadView, "get_resource_set", down)
+    monkeypatch.setattr(views.StoredDocumentView, "find_document", down)
+
+    response = client.get(f"{BASE}/{path}")
+
+    assert response.status_code == 503
+    assert response["Retry-After"] == "5"
