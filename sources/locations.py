@@ -107,7 +107,47 @@ def resolve_location(
 
 
 def _resolve_url(value: str, url_prefix: str, resource_root_dir: str) -> str:
-    return check_url(value)  # checks the text too
+    return normal_url(check_url(value))  # checks the text too
+
+
+#: Every printable ASCII character but the space: what `quote` leaves as it is when it
+#: encodes a URL's non-ASCII characters (a `%` there is already an escape).
+_PRINTABLE_ASCII = "".join(chr(code) for code in range(0x21, 0x7F))
+_LOWER_ESCAPE = re.compile(r"%(?:[0-9a-f][a-f]|[a-f][0-9A-F])")
+
+
+def normal_url(value: str) -> str:
+    """The one URI of a resource however its URL is written: scheme and host in lower
+    case, escapes in upper case (RFC 3986 6.2.2.1), an IRI's non-ASCII characters
+    percent-encoded as UTF-8 (RFC 3987 3.1) and its host in IDNA. Sitemaps take URIs,
+    and resync cannot fetch a `<loc>` that is not one."""
+    match = _SCHEME_AUTHORITY.match(value)
+    assert match is not None and match["authority"] is not None, "a checked URL"
+    scheme, authority = match["scheme"], match["authority"]
+    plain = value.isascii() and "%" not in value
+    if plain and scheme == scheme.lower() and authority == authority.lower():
+        return value  # the usual URL, at the cost of one match
+    userinfo, at, host = authority.rpartition("@")
+    head = f"{scheme.lower()}://{_escaped(userinfo)}{at}{_normal_host(host)}"
+    return head + _escaped(value[match.end() :])
+
+
+def _escaped(text: str) -> str:
+    """`text` with its non-ASCII characters percent-encoded and every escape upper case."""
+    if not text.isascii():
+        text = quote(text, safe=_PRINTABLE_ASCII)
+    return _LOWER_ESCAPE.sub(lambda escape: escape[0].upper(), text)
+
+
+def _normal_host(host: str) -> str:
+    """A host (and port) in lower case; an internationalised name in IDNA."""
+    if host.isascii():
+        return host.lower()
+    name, colon, port = host.rpartition(":") if ":" in host else (host, "", "")
+    try:
+        return name.encode("idna").decode("ascii").lower() + colon + port
+    except UnicodeError:
+        raise LocationError("has a host that is no valid internationalised domain name.") from None
 
 
 def _resolve_abs_path(value: str, url_prefix: str, resource_root_dir: str) -> str:

@@ -2,9 +2,9 @@
 
 Ingestion stores each row's URI as `sources.locations` resolved it then, so
 rows located by `rel_path` or `abs_path` (and links whose href is one) name
-the old prefix until they are resolved again; `url` locations are kept as
-posted. Resource keys do not change, so pages and packages keep their key
-ranges.
+the old prefix until they are resolved again; `url` locations keep their URI
+(older code stored them as posted: they are written in their URI form).
+Resource keys do not change, so pages and packages keep their key ranges.
 
 Resources are resolved again, and the changes of the open Change List; the
 changes of closed lists keep the URIs they were published with. A closed
@@ -46,7 +46,9 @@ BATCH_SIZE = 2000
 WRITE_BATCH_SIZE = 500
 #: What a moving resource is named between its two updates (never an http URL).
 PLACEHOLDER = "re-resolving:"
-RESOLVED_TYPES = frozenset({LocationType.REL_PATH, LocationType.ABS_PATH})
+#: Every type: a `url` does not depend on the prefix, but one stored by older code
+#: as posted (a raw IRI, lower-case escapes) is written in its URI form.
+RESOLVED_TYPES = frozenset({LocationType.REL_PATH, LocationType.ABS_PATH, LocationType.URL})
 #: Locations that no longer resolve are logged this many times per run, then only counted.
 LOGGED_FAILURES = 10
 
@@ -89,7 +91,7 @@ class Resolver:
         self.unresolvable = 0
 
     def uri(self, location_type: str, value: str) -> str | None:
-        """The location's URI now; None for a `url` (kept) or one that no longer resolves."""
+        """The location's URI now; None for one that no longer resolves."""
         if location_type not in RESOLVED_TYPES:
             return None
         # A rel_path's URI never depends on the root (it is only checked against it at ingest).

@@ -745,3 +745,24 @@ def test_any_other_database_error_is_still_a_500(client, token, monkeypatch):
     client.raise_request_exception = False
 
     assert post(client, token, [event()]).status_code == 500
+
+
+def test_one_resource_however_its_url_is_written(client, token):
+    """A file posted by rel_path, then as a raw IRI, then with lower-case escapes, became
+    three resources, the first with stale hashes; and the IRI was published as it came,
+    non-ASCII in its <loc>, which resync could not fetch (it aborted the whole baseline)."""
+    post(client, token, [event(value="café/naïve.txt")])
+    forms = [f"{PREFIX}café/naïve.txt", f"{PREFIX}caf%c3%a9/na%c3%afve.txt"]
+    forms += ["HTTPS://Data.Example.org/reports/caf%C3%A9/na%C3%AFve.txt"]
+    for version, url in enumerate(forms, start=2):
+        response = post(
+            client,
+            token,
+            [event("updated", **{"location": {"type": "url", "value": url}}, length=version)],
+        )
+        assert response.status_code == 200, response.content
+        assert response.json()["updated"] == 1, url
+
+    (resource,) = Resource.objects.all()
+    assert resource.uri == f"{PREFIX}caf%C3%A9/na%C3%AFve.txt"
+    assert resource.length == 4

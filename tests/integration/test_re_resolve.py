@@ -453,3 +453,31 @@ def test_a_delete_posted_before_the_queued_task_runs_deletes_the_moved_resource(
 
     assert list(Resource.objects.values_list("uri", flat=True)) == [MOVED + "b.txt"]
     assert locs(urlsets(client, f"{BASE}/resourcelist.xml")) == [MOVED + "b.txt"]
+
+
+def test_the_command_writes_urls_stored_as_posted_in_their_uri_form(client, tmp_path):
+    """Before, `url` locations were stored as posted: a raw IRI was published as is (resync
+    cannot fetch it), and the same URL in its URI form became a second resource."""
+    files = FileSet(tmp_path / "files")
+    iri = "http://x.example.org/café/日本.txt"
+    ingest_events(resource_set=files.resource_set, events=[url_event(iri)])  # as older code did
+
+    out = io.StringIO()
+    call_command("re_resolve", "acme/files", stdout=out)
+
+    uri = "http://x.example.org/caf%C3%A9/%E6%97%A5%E6%9C%AC.txt"
+    assert "re-resolved 1 resource(s)" in out.getvalue()
+    assert locs(urlsets(client, f"{BASE}/resourcelist.xml")) == [uri]
+    from sources.models import ApiToken
+
+    _, key = ApiToken.issue(provider=files.resource_set.provider)
+    response = client.post(  # an update naming the IRI updates that resource
+        "/api/v1/sets/acme/files/events",
+        data=[{"change": "updated", "location": {"type": "url", "value": iri},
+               "length": 5, "md5": "1" * 32, "mime": "text/plain",
+               "lastmod": "2026-01-02T03:04:05Z"}],
+        content_type="application/json",
+        headers={"Authorization": f"Token {key}"},
+    )  # fmt: skip
+    assert response.status_code == 200, response.content
+    assert list(Resource.objects.values_list("uri", "length")) == [(uri, 5)]
