@@ -431,7 +431,8 @@ class Mirror:
         return sorted(found)
 
     def delete_indices(self) -> None:
-        """Drop both indices and their templates (tests and benchmarks start from nothing)."""
+        """Drop both indices, their templates and their record (tests and benchmarks start
+        from nothing)."""
         names = [
             index
             for name in (self.resources_index, self.changes_index)
@@ -442,6 +443,7 @@ class Mirror:
         for name in self.templates():
             self.client.options(ignore_status=404).indices.delete_index_template(name=name)
         self._templates_put = 0
+        MirrorCopy.objects.filter(names=self._names).delete()  # nothing is recorded either
 
     def refresh(self) -> None:
         """Make every write sent so far searchable (the one in flight included)."""

@@ -750,7 +750,7 @@ def test_no_page_is_built_from_an_index_that_replaced_the_copy(
     resource_set = make_set(entries_per_document=4)
     created(resource_set, 12)
     every = served_locs(client)
-    mirror.delete_indices()
+    mirror.client.indices.delete(index=mirror.concrete_indices(mirror.resources_index))
     mirror.ensure_indices()
 
     report = regenerate(resource_set, full=True)
