@@ -1,8 +1,9 @@
 """Baseline synchronization: copy everything the source holds now.
 
 Per harvesting workflow 002: a Resource Dump (plain, or an index flattened to
-all its packages) is preferred when advertised; otherwise the Resource List
-(plain, or an index flattened to all its parts) is downloaded entry by entry.
+all its packages) is preferred when advertised, and then the Resource List
+fills what the dump left out; otherwise the Resource List (plain, or an index
+flattened to all its parts) is downloaded entry by entry.
 The sync point returned is the snapshot's `at` (its start, spec §4), where the
 next incremental run picks up.
 
@@ -30,21 +31,30 @@ def run_baseline(session: HarvestSession, capabilities: dict[str, str]) -> dt.da
     """Copy the whole source; return the snapshot time it reflects."""
     if not session.dry_run:
         session.state.unsettled.clear()  # this baseline supersedes the last one
+    listing = capabilities.get(Capability.RESOURCE_LIST)
     if session.config.use_dumps and Capability.RESOURCE_DUMP in capabilities:
-        return baseline_from_dump(session, capabilities[Capability.RESOURCE_DUMP])
-    if Capability.RESOURCE_LIST in capabilities:
-        return baseline_from_list(session, capabilities[Capability.RESOURCE_LIST])
+        at, held = baseline_from_dump(session, capabilities[Capability.RESOURCE_DUMP], listing)
+        if listing is None:
+            return at
+        # A dump may leave listed resources out (a source packages what it can read):
+        # the list is the inventory, and what it names beyond the dump is fetched.
+        return earliest([at, baseline_from_list(session, listing, held=held)])
+    if listing is not None:
+        return baseline_from_list(session, listing)
     raise HarvestError("the Capability List advertises neither a Resource List nor a Resource Dump")
 
 
-def baseline_from_list(session: HarvestSession, url: str) -> dt.datetime | None:
-    """Download every resource of the Resource List, part by part if it is an index."""
+def baseline_from_list(
+    session: HarvestSession, url: str, *, held: frozenset[str] = frozenset()
+) -> dt.datetime | None:
+    """Download every resource of the Resource List, part by part if it is an index,
+    but those `held` (already taken from a dump)."""
     snapshots: list[dt.datetime | None] = []
     listed: set[PurePosixPath] = set()
     session.defer_changes = True
     try:
         for document in list_documents(session, url, Capability.RESOURCE_LIST):
-            download_resources(session, document.entries)
+            download_resources(session, [e for e in document.entries if e.loc not in held])
             snapshots.append(document.at)
             if session.config.delete_unlisted:
                 listed |= listed_paths(session, document.entries)
@@ -55,8 +65,12 @@ def baseline_from_list(session: HarvestSession, url: str) -> dt.datetime | None:
     return earliest(snapshots)
 
 
-def baseline_from_dump(session: HarvestSession, url: str) -> dt.datetime | None:
-    """Download every package of the Resource Dump and extract what its manifest lists."""
+def baseline_from_dump(
+    session: HarvestSession, url: str, listing: str | None
+) -> tuple[dt.datetime | None, frozenset[str]]:
+    """Download every package of the Resource Dump and extract what its manifest lists;
+    its time and the URIs it held. With a `listing` to follow, the list removes what
+    neither names."""
     documents = list(list_documents(session, url, Capability.RESOURCE_DUMP))
     package_entries = [entry for document in documents for entry in document.entries]
     with work_directory(session) as work:
@@ -69,10 +83,10 @@ def baseline_from_dump(session: HarvestSession, url: str) -> dt.datetime | None:
         session.progress.start("extract", sum(len(m.entries) for _, m in manifests))
         for package, manifest in manifests:
             extract_members(session, package, manifest.entries)
-    if session.config.delete_unlisted:
-        listed = [entry for _, manifest in manifests for entry in manifest.entries]
-        remove_unlisted(session, listed_paths(session, listed))
-    return earliest([document.at for document in documents])
+    held = [entry for _, manifest in manifests for entry in manifest.entries]
+    if session.config.delete_unlisted and listing is None:
+        remove_unlisted(session, listed_paths(session, held))
+    return earliest([document.at for document in documents]), frozenset(e.loc for e in held)
 
 
 def earliest(snapshots: list[dt.datetime | None]) -> dt.datetime | None:

@@ -94,3 +94,28 @@ def test_a_protected_sets_packages_need_the_token(portal: str, tmp_path: Path) -
 
     assert out.startswith("baseline: downloaded 4, deleted 0, skipped 0, failed 0"), out
     assert tree(published.mirror(tmp_path / "mirror")) == published.files()
+
+
+def test_a_resource_the_dump_leaves_out_is_fetched_from_the_list(
+    portal: str, tmp_path: Path, settings
+) -> None:
+    """A Resource Dump may leave a listed resource out (the portal does what it cannot
+    package: a URL with a query names no file it can read). The baseline took the dump
+    for the whole set and reported nothing failed; only an audit found it missing."""
+    from dataclasses import replace
+
+    from sources.models import LocationType
+
+    settings.SERVE_RESOURCE_FILES = True
+    published = with_dumps(PublishedSet(portal, tmp_path / "articles", "articles"))
+    packaged = published.write("a.txt", article(1))
+    listed = published.write("q.txt", article(2))
+    query = replace(listed, location_type=LocationType.URL, location_value=listed.uri + "?x=1",
+                    uri=listed.uri + "?x=1")  # fmt: skip
+    published.ingest([packaged, query])
+    config = write_config(tmp_path, published)
+
+    out = harvest(config, "--baseline")
+
+    assert out.startswith("baseline: downloaded 2, deleted 0, skipped 0, failed 0"), out
+    harvest(config, "--audit")  # raises CommandError on any difference
