@@ -57,6 +57,8 @@ INSTALLED_APPS = [
     "django.contrib.contenttypes",
     "django.contrib.sessions",
     "django.contrib.messages",
+    # Before staticfiles: its `runserver` also runs the beat schedule with no broker.
+    "resourcesync_portal",
     "django.contrib.staticfiles",
     "rest_framework",
     "drf_spectacular",
