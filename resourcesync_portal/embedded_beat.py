@@ -50,8 +50,6 @@ def run_task(name: str) -> None:
         app.tasks[name].apply(throw=True)
     except Exception:
         logger.exception("Embedded beat: %s failed", name)
-    finally:
-        close_old_connections()
 
 
 def start(schedule: Mapping[str, Mapping[str, Any]]) -> threading.Thread:
@@ -62,6 +60,7 @@ def start(schedule: Mapping[str, Mapping[str, Any]]) -> threading.Thread:
         while True:
             time.sleep(TICK_SECONDS)
             beat.tick(now=time.monotonic())
+            close_old_connections()  # this thread's, as a request's end closes a request's
 
     thread = threading.Thread(target=loop, name="embedded-beat", daemon=True)
     thread.start()
