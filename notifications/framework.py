@@ -123,6 +123,26 @@ def _lists(
     ]
 
 
+#: The changes the notification spec lets each document announce (its table of
+#: framework notifications); `deleted` only for Capability Lists and Source Descriptions.
+ALLOWED_CHANGES: dict[str, frozenset[str]] = {
+    Capability.RESOURCE_LIST: frozenset({ChangeType.CREATED, ChangeType.UPDATED}),
+    Capability.RESOURCE_DUMP: frozenset({ChangeType.CREATED}),
+    Capability.CHANGE_LIST: frozenset({ChangeType.CREATED, ChangeType.UPDATED}),
+    Capability.CHANGE_DUMP: frozenset({ChangeType.CREATED, ChangeType.UPDATED}),
+}
+EVERY_CHANGE = frozenset({ChangeType.CREATED, ChangeType.UPDATED, ChangeType.DELETED})
+
+
+def announceable(capability: str, change: str) -> str | None:
+    """The change a document may announce: a Resource Dump rewritten is a new one
+    (`created`), and a list or dump gone is not announced at all."""
+    allowed = ALLOWED_CHANGES.get(capability, EVERY_CHANGE)
+    if change in allowed:
+        return change
+    return ChangeType.CREATED if change == ChangeType.UPDATED else None
+
+
 def changes_since_announced(
     resource_set: ResourceSet | None, served: Iterable[ServedDocument], now: datetime
 ) -> list[FrameworkChange]:
@@ -135,7 +155,10 @@ def changes_since_announced(
         known = announced.pop(document.loc, None)
         if known is not None and known.etag == document.etag:
             continue
-        change = ChangeType.CREATED if known is None else ChangeType.UPDATED
+        change = announceable(
+            document.capability, ChangeType.CREATED if known is None else ChangeType.UPDATED
+        )
+        assert change is not None, "every document may announce its creation"
         changes.append(
             FrameworkChange(
                 document.loc, document.capability, change, now, document.index_url or None
@@ -151,11 +174,12 @@ def changes_since_announced(
             },
         )
     for gone in announced.values():
-        changes.append(
-            FrameworkChange(
-                gone.loc, gone.capability, ChangeType.DELETED, now, gone.index_url or None
+        if announceable(gone.capability, ChangeType.DELETED) is not None:
+            changes.append(
+                FrameworkChange(
+                    gone.loc, gone.capability, ChangeType.DELETED, now, gone.index_url or None
+                )
             )
-        )
         gone.delete()
     return changes
 

@@ -898,7 +898,7 @@ def test_a_set_publishing_no_notifications_sends_none(db):
 # --- Framework notifications ---
 
 
-def test_framework_notifications_announce_lists_created_updated_and_deleted(
+def test_framework_notifications_announce_lists_created_and_updated(
     client, django_capture_on_commit_callbacks, db, subscriber
 ):
     resource_set = make_set(publish_notifications=True, entries_per_document=2)
@@ -938,9 +938,42 @@ def test_framework_notifications_announce_lists_created_updated_and_deleted(
     for kind in ("resourcelist", "changelist"):
         for number in (1, 2):
             assert (f"{kind}-{number}.xml", kind, "created", f"{kind}.xml") in later
-        # The list that was there is gone: the URL now holds an index, never announced.
-        assert (f"{kind}.xml", kind, "deleted", None) in later
-        assert not any(item[0] == f"{kind}.xml" and item[2] != "deleted" for item in later)
+        # The URL now holds an index, never announced (spec 10), nor deleted: the
+        # notification spec lets a list be created or updated only.
+        assert not any(item[0] == f"{kind}.xml" for item in later)
+
+
+def test_framework_notifications_use_only_the_changes_the_spec_allows(db, tmp_path):
+    """A Resource Dump was announced `updated` at every run, and lists that became indexes
+    `deleted`: the notification spec allows a Resource Dump `created` only, and `deleted`
+    for Capability Lists and Source Descriptions only."""
+    from .test_re_resolve import FileSet
+
+    allowed = {
+        "resourcelist": {"created", "updated"},
+        "resourcedump": {"created"},
+        "changelist": {"created", "updated"},
+        "changedump": {"created", "updated"},
+        "capabilitylist": {"created", "updated", "deleted"},
+        "description": {"created", "updated", "deleted"},
+    }
+    files = FileSet(
+        tmp_path / "files",
+        publish_notifications=True,
+        entries_per_document=2,
+        publish_resource_dump=True,
+    )
+    for start in (0, 1, 3):
+        events = [files.write(f"f{n}.txt") for n in range(start * 10, start * 11 + 1)]
+        ingest(files.resource_set, events)
+
+    seen = [
+        (md.get("capability"), md.get("change"))
+        for row in Notification.objects.filter(kind=TopicKind.FRAMEWORK)
+        for md in etree.fromstring(bytes(row.payload)).iterfind("sm:url/rs:md", NS)
+    ]
+    assert ("resourcedump", "created") in seen
+    assert all(change in allowed[capability] for capability, change in seen), seen
 
 
 def test_a_capability_list_change_is_announced_up_to_the_source_description(
@@ -963,7 +996,9 @@ def test_a_capability_list_change_is_announced_up_to_the_source_description(
         settings_row.save()
 
     ups = {}
-    for received in subscriber.wait_for(2):  # the Capability List, and the list it dropped
+    # The Capability List only: a Resource List may not be announced deleted (the
+    # notification spec's table), and the Capability List no longer names it.
+    for received in subscriber.wait_for(1):
         root = assert_valid(received.body)
         up = root.find("rs:ln[@rel='up']", NS).get("href").rsplit("/", 1)[1]
         ups[up] = [
@@ -973,10 +1008,7 @@ def test_a_capability_list_change_is_announced_up_to_the_source_description(
             )
             for url in root.findall("sm:url", NS)
         ]
-    assert ups == {
-        "resourcesync": [("capabilitylist.xml", "updated")],
-        "capabilitylist.xml": [("resourcelist.xml", "deleted")],
-    }
+    assert ups == {"resourcesync": [("capabilitylist.xml", "updated")]}
 
 
 def test_a_new_set_changes_the_source_description_on_every_framework_channel(
