@@ -14,12 +14,10 @@ again) the first time the source lists more than one.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path, PurePosixPath
 
 from harvester.sets import clashes, set_folders, with_digest
-from harvester.state import LOCK_FILE, STATE_FILE, destination_lock, mirrored_source
+from harvester.state import LOCK_FILE, STATE_FILE, destination_lock, mirrored_source, write_json
 from harvester.walk import HarvestError
 
 LAYOUT_FILE = ".resourcesync-sets.json"
@@ -46,16 +44,8 @@ def load_layout(destination: Path) -> dict[str, PurePosixPath]:
 def save_layout(destination: Path, layout: dict[str, PurePosixPath]) -> None:
     """Write the layout atomically."""
     destination.mkdir(parents=True, exist_ok=True)
-    handle, temp_name = tempfile.mkstemp(dir=destination, prefix=LAYOUT_FILE, suffix=".tmp")
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
-            json.dump({"folders": {url: str(folder) for url, folder in layout.items()}}, out)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(temp_name, destination / LAYOUT_FILE)
-    except BaseException:
-        Path(temp_name).unlink(missing_ok=True)
-        raise
+    folders = {url: str(folder) for url, folder in layout.items()}
+    write_json(destination / LAYOUT_FILE, {"folders": folders})
 
 
 def plan_folders(

@@ -133,16 +133,21 @@ def mirrored_source(destination: Path) -> str | None:
 
 
 def save_state(destination: Path, state: SyncState) -> None:
-    """Write the state atomically: a crash leaves the old file or the new, never half."""
-    handle, temp_name = tempfile.mkstemp(dir=destination, prefix=STATE_FILE, suffix=".tmp")
+    """Write the state atomically."""
+    write_json(destination / STATE_FILE, state.to_json())
+
+
+def write_json(path: Path, data: Any) -> None:
+    """Write `data` to `path` atomically: a crash leaves the old file or the new, never half."""
+    handle, temp_name = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as out:
             # One compact `dumps`: the C encoder, several times faster than `dump` with
             # an indent for the tens of MB a large destination's state takes.
-            out.write(json.dumps(state.to_json(), separators=(",", ":")))
+            out.write(json.dumps(data, separators=(",", ":")))
             out.flush()
             os.fsync(out.fileno())
-        os.replace(temp_name, destination / STATE_FILE)
+        os.replace(temp_name, path)
     except BaseException:
         Path(temp_name).unlink(missing_ok=True)
         raise
