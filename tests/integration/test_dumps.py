@@ -635,3 +635,58 @@ def test_lists_split_inside_one_instant_make_one_change_dump_window(client, tmp_
         packaged += check_package(client, entry, "changedump-manifest").values()
     assert sorted(packaged) == sorted(content(n) for n in range(8))  # each change once
     assert ChangePackage.objects.filter(until_key__isnull=False).exists()
+
+
+def change_dump_parts(client: Client) -> dict[str, tuple[dict, bytes]]:
+    """The served Change Dump Index's parts by URL: their index entry's `rs:md` and body.
+
+    Each part is checked against its entry: `from` and `until` agree (a closed
+    part says `until` in both, an open one in neither).
+    """
+    index = assert_valid(get(client, f"{BASE}/changedump.xml")[1])
+    assert index.tag == f"{{{NS['sm']}}}sitemapindex"
+    parts = {}
+    for entry in index.iterfind("sm:sitemap", NS):
+        url = entry.find("sm:loc", NS).text
+        listed = dict(entry.find("rs:md", NS).attrib)
+        body = get(client, url)[1]
+        own = dict(assert_valid(body).find("rs:md", NS).attrib)
+        assert {k: listed.get(k) for k in ("from", "until")} == {
+            k: own.get(k) for k in ("from", "until")
+        }, url
+        parts[url] = (listed, body)
+    return parts
+
+
+def test_change_dump_parts_agree_with_their_index_and_stay_closed(client, tmp_path: Path):
+    """A rotation with no change since closes the last package's window, not the last
+    part: it stays open in the index and in itself, for the windows to come. A part said
+    closed keeps its `until` and its packages."""
+    files = FileSet(
+        tmp_path / "files", entries_per_document=2, changelist_rotation=timedelta(seconds=0)
+    )
+    closed: dict[str, tuple[str, bytes]] = {}
+
+    def check() -> None:
+        parts = change_dump_parts(client)
+        for url, (listed, body) in parts.items():
+            if url in closed:
+                assert (listed.get("until"), body) == closed[url], f"{url} changed once closed"
+            elif "until" in listed:
+                closed[url] = (listed["until"], body)
+        *earlier, (newest, _) = parts.values()
+        assert all("until" in listed for listed, _ in earlier)
+        assert "until" not in newest  # it stands for the windows to come
+        for _, body in parts.values():
+            for entry in entries(body):
+                check_package(client, entry, "changedump-manifest")
+
+    for n in range(3):  # one window each: 3 packages, 2 parts
+        files.post([files.write(f"r{n}.txt", content(n))])
+    check()
+    for n in range(3, 6):
+        call_command("regenerate", "acme/files")  # a rotation with nothing new
+        check()
+        files.post([files.write(f"r{n}.txt", content(n))])
+        check()
+    assert len(closed) >= 2
