@@ -81,7 +81,7 @@ def write_resource_dump(job: DumpJob, packages: Iterable[ResourcePackage]) -> No
 
 
 def write_change_dump(job: DumpJob, packages: Iterable[ChangePackage]) -> None:
-    packages = list(packages)
+    packages = [package for package in packages if package.storage_name]  # not the empty ones
     entries = [change_dump_entry(package) for package in packages]
     since = min([package.since for package in packages], default=job.now)
     size = job.limits.entries
