@@ -11,7 +11,9 @@ package whose interval is closed and fully visible to the generator is
 `final` and never rebuilt. A rebuilt package copies the bitstreams its
 previous version holds: the bytes of a version whose file was overwritten
 since survive that way. A change whose bytes the portal no longer has (the
-file changed before any package took it) is left out and reported.
+file changed before any package took it) is left out and reported; a package
+left with none of its changes has no ZIP and is not listed, as a window
+without changes has no package (a manifest without <url> is no valid Sitemap).
 """
 
 from __future__ import annotations

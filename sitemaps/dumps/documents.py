@@ -81,13 +81,20 @@ def write_resource_dump(job: DumpJob, packages: Iterable[ResourcePackage]) -> No
 
 
 def write_change_dump(job: DumpJob, packages: Iterable[ChangePackage]) -> None:
-    packages = list(packages)
+    packages = [package for package in packages if package.storage_name]  # not the empty ones
     entries = [change_dump_entry(package) for package in packages]
     since = min([package.since for package in packages], default=job.now)
+    size = job.limits.entries
+    parts = _chunks(packages, size)
+    untils = {
+        chunk[0].loc: _part_until(part, last=part is parts[-1])
+        for chunk, part in zip(_chunks(entries, size), parts, strict=True)
+        if chunk
+    }
 
     def dump(chunk: list[ChangeDumpPackage], index_url: str | None) -> bytes:
         start = chunk[0].since if chunk and chunk[0].since else since
-        end = chunk[-1].until if chunk and index_url else None
+        end = untils[chunk[0].loc] if chunk and index_url else None
         return build_change_dump(
             chunk,
             since=start,
@@ -97,10 +104,10 @@ def write_change_dump(job: DumpJob, packages: Iterable[ChangePackage]) -> None:
         )
 
     def index(urls: list[str]) -> bytes:
-        chunks = _chunks(entries, job.limits.entries)
+        chunks = _chunks(entries, size)
         parts = [
-            ChangeListPart(loc=url, since=chunk[0].since or since, until=_closed(chunk, n, chunks))
-            for n, (url, chunk) in enumerate(zip(urls, chunks, strict=True))
+            ChangeListPart(loc=url, since=chunk[0].since or since, until=untils[chunk[0].loc])
+            for url, chunk in zip(urls, chunks, strict=True)
         ]
         return build_change_dump_index(
             parts, since=since, capability_list_url=job.capability_list_url
@@ -109,9 +116,15 @@ def write_change_dump(job: DumpJob, packages: Iterable[ChangePackage]) -> None:
     _write(job, CHANGE_DUMP, entries, dump, index)
 
 
-def _closed(chunk: list[ChangeDumpPackage], position: int, chunks: list) -> datetime | None:
-    """A part's `until`: only a part before the last is closed."""
-    return chunk[-1].until if position < len(chunks) - 1 else None
+def _part_until(part: list[ChangePackage], *, last: bool) -> datetime | None:
+    """A part's `until`, in the index and in the part alike. The last part is open: it
+    stands for the windows to come (a rotation without changes closes its last package's
+    window, not the part). A part before it, all final, is closed at its last package's
+    `until` for good: final packages are never rewritten and new ones go to a later part.
+    Closed while last, a part reopened with the next package and closed at another instant."""
+    if last or not all(package.final and package.until for package in part):
+        return None
+    return part[-1].until
 
 
 def _chunks(entries: list, size: int) -> list[list]:

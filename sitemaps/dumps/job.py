@@ -117,10 +117,15 @@ class DumpJob:
         """Write, store and publish one package (and its manifest copy); the row is saved.
 
         `reuse`: storage names of the packages it replaces, whose checked
-        bitstreams are copied instead of read again.
+        bitstreams are copied instead of read again. When none of the items
+        could be packaged, the package is written empty (`write_empty`).
         """
         with package_file(self.directory) as handle:
             written = self._write_attempts(handle, items, build_manifest, list(reuse))
+            if not written.packaged:
+                self.write_empty(package, skipped=written.skipped)
+                self.report_skipped(written.skipped)
+                return written
             stored = store_package(handle, self.directory, package.public_name)
         manifest_name, manifest_etag = save_document(
             self.directory, package.manifest_public_name, written.manifest
@@ -141,14 +146,17 @@ class DumpJob:
         self.record(package, stored.size, written)
         return written
 
-    def write_empty(self, package: DumpPackage) -> None:
+    def write_empty(self, package: DumpPackage, skipped: list[Skipped] | None = None) -> None:
         """A package with nothing to hold has no ZIP (an empty manifest is not valid XML
-        Sitemap): the row keeps its range, the dump does not list it."""
+        Sitemap): the row keeps its range, the dump does not list it. `skipped`: what it
+        could not hold (every item left out), which the set's page still shows."""
         old = [package.storage_name, package.manifest_name]
+        skipped = skipped or []
         package.storage_name = package.etag = package.md5 = package.sha256 = ""
         package.manifest_name = package.manifest_etag = ""
-        package.size = package.manifest_size = package.entries = package.skipped_count = 0
-        package.skipped, package.generated_at = [], timezone.now()
+        package.size = package.manifest_size = package.entries = 0
+        package.skipped = [vars_of(s) for s in skipped[:SKIPPED_KEPT]]
+        package.skipped_count, package.generated_at = len(skipped), timezone.now()
         with self.run.lease.holding():
             publishing.withdraw_package(self.resource_set, package)
             package.save()
@@ -187,11 +195,12 @@ class DumpJob:
         self.report.packages_written.append(package.public_name)
         self.report.bytes_written += size
         self.report.reused[package.public_name] = written.reused
-        self.report.skipped.extend(written.skipped)
-        for skipped in written.skipped[:10]:
-            logger.warning(
-                "%s: %s not packaged: %s", self.resource_set, skipped.uri, skipped.reason
-            )
+        self.report_skipped(written.skipped)
+
+    def report_skipped(self, skipped: list[Skipped]) -> None:
+        self.report.skipped.extend(skipped)
+        for one in skipped[:10]:
+            logger.warning("%s: %s not packaged: %s", self.resource_set, one.uri, one.reason)
         self.progress()
 
     def remove(self, package: DumpPackage) -> None:

@@ -297,6 +297,8 @@ def write_package(
 
     `leave_out`: paths to skip (a file that changed while a previous attempt
     copied it). Raises BitstreamChanged when a large file changes mid-copy.
+    When every item is left out there is no manifest (`Written.manifest` empty)
+    and the ZIP is not to be kept.
     """
     method = COMPRESSION[compression]
     written = Written(manifest=b"")
@@ -318,6 +320,8 @@ def write_package(
                 seen.add(item.path)
             else:
                 written.skipped.append(Skipped(item.record.uri, reason))
+        if not written.packaged:
+            return written  # a manifest without <url> is no valid Sitemap: no package
         written.manifest = build_manifest(written.packaged)
         info = _zip_info(MANIFEST_NAME, manifest_time, method, len(written.manifest))
         archive.writestr(info, written.manifest)

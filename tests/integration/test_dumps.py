@@ -35,6 +35,7 @@ from sitemaps.models import (
     ResourcePackage,
 )
 from sitemaps.regeneration import regenerate
+from sitemaps.storage import document_storage
 from sources.events import Event
 from sources.models import ApiToken, CapabilitySettings, DataProvider, LocationType, ResourceSet
 from sources.services import ingest_events
@@ -635,3 +636,112 @@ def test_lists_split_inside_one_instant_make_one_change_dump_window(client, tmp_
         packaged += check_package(client, entry, "changedump-manifest").values()
     assert sorted(packaged) == sorted(content(n) for n in range(8))  # each change once
     assert ChangePackage.objects.filter(until_key__isnull=False).exists()
+
+
+def change_dump_parts(client: Client) -> dict[str, tuple[dict, bytes]]:
+    """The served Change Dump Index's parts by URL: their index entry's `rs:md` and body.
+
+    Each part is checked against its entry: `from` and `until` agree (a closed
+    part says `until` in both, an open one in neither).
+    """
+    index = assert_valid(get(client, f"{BASE}/changedump.xml")[1])
+    assert index.tag == f"{{{NS['sm']}}}sitemapindex"
+    parts = {}
+    for entry in index.iterfind("sm:sitemap", NS):
+        url = entry.find("sm:loc", NS).text
+        listed = dict(entry.find("rs:md", NS).attrib)
+        body = get(client, url)[1]
+        own = dict(assert_valid(body).find("rs:md", NS).attrib)
+        assert {k: listed.get(k) for k in ("from", "until")} == {
+            k: own.get(k) for k in ("from", "until")
+        }, url
+        parts[url] = (listed, body)
+    return parts
+
+
+def test_change_dump_parts_agree_with_their_index_and_stay_closed(client, tmp_path: Path):
+    """A rotation with no change since closes the last package's window, not the last
+    part: it stays open in the index and in itself, for the windows to come. A part said
+    closed keeps its `until` and its packages."""
+    files = FileSet(
+        tmp_path / "files", entries_per_document=2, changelist_rotation=timedelta(seconds=0)
+    )
+    closed: dict[str, tuple[str, bytes]] = {}
+
+    def check() -> None:
+        parts = change_dump_parts(client)
+        for url, (listed, body) in parts.items():
+            if url in closed:
+                assert (listed.get("until"), body) == closed[url], f"{url} changed once closed"
+            elif "until" in listed:
+                closed[url] = (listed["until"], body)
+        *earlier, (newest, _) = parts.values()
+        assert all("until" in listed for listed, _ in earlier)
+        assert "until" not in newest  # it stands for the windows to come
+        for _, body in parts.values():
+            for entry in entries(body):
+                check_package(client, entry, "changedump-manifest")
+
+    for n in range(3):  # one window each: 3 packages, 2 parts
+        files.post([files.write(f"r{n}.txt", content(n))])
+    check()
+    for n in range(3, 6):
+        call_command("regenerate", "acme/files")  # a rotation with nothing new
+        check()
+        files.post([files.write(f"r{n}.txt", content(n))])
+        check()
+    assert len(closed) >= 2
+
+
+def every_manifest_written(published_dir: Path) -> list[bytes]:
+    """Each package's stored `manifest.xml` copy, and each one in the published tree."""
+    storage = document_storage()
+    stored = [
+        storage.open(package.manifest_name).read()
+        for model in (ResourcePackage, ChangePackage)
+        for package in model.objects.exclude(manifest_name="")
+    ]
+    return stored + [path.read_bytes() for path in published_dir.rglob("*-manifest-*.xml")]
+
+
+def test_a_window_of_changes_none_packaged_gets_no_package(
+    client, published_dir: Path, tmp_path: Path
+) -> None:
+    """One request updates a file 20 times: only the last version's bytes are still on
+    disk. The packages of the earlier versions would hold nothing: there are none, no
+    empty manifest (no valid Sitemap has no <url>); their changes are reported."""
+    files = FileSet(tmp_path / "files", entries_per_document=5)
+    versions = [files.write("r0.txt", content(0, version=1))]
+    versions += [files.write("r0.txt", content(0, v), change="updated") for v in range(2, 21)]
+
+    report = files.post(versions)
+
+    for manifest in every_manifest_written(published_dir):
+        assert_valid(manifest)
+    assert len(report.dumps.skipped) == 19
+    body = get(client, f"{BASE}/changedump.xml")[1]
+    assert_valid(body)
+    (entry,) = entries(body)  # the package of version 20
+    assert list(check_package(client, entry, "changedump-manifest").values()) == [
+        content(0, version=20)
+    ]
+    empty = ChangePackage.objects.filter(storage_name="")
+    assert empty.count() == 3 and sum(p.skipped_count for p in empty) == 15
+    for package in empty:
+        assert client.get(f"{BASE}/changedump-manifest-{package.number}.xml").status_code == 404
+        assert client.get(f"{BASE}/changedump-package-{package.number}.zip").status_code == 404
+
+
+def test_a_resource_dump_package_none_of_whose_files_match_is_not_listed(
+    client, published_dir: Path, tmp_path: Path
+) -> None:
+    files = FileSet(tmp_path / "files", entries_per_document=2)
+    events = [files.write(f"r{n}.txt", content(n)) for n in range(4)]
+    for n in (2, 3):
+        (files.root / f"r{n}.txt").write_bytes(b"changed behind the portal's back")
+
+    files.post(events)
+
+    assert set(resource_dump(client)) == {PREFIX + "r0.txt", PREFIX + "r1.txt"}
+    for manifest in every_manifest_written(published_dir):
+        assert_valid(manifest)
