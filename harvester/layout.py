@@ -41,6 +41,18 @@ def load_layout(destination: Path) -> dict[str, PurePosixPath]:
     return layout
 
 
+def adopted_folders(destination: Path, urls: list[str]) -> dict[str, PurePosixPath]:
+    """Before the layout file was kept, sets had the folders `set_folders` names: those
+    holding their set's copy are the sets' folders."""
+    if len(urls) < 2 or (destination / LAYOUT_FILE).exists():
+        return {}
+    return {
+        url: folder
+        for url, folder in set_folders(urls).items()
+        if mirrored_source(destination / folder) == url
+    }
+
+
 def save_layout(destination: Path, layout: dict[str, PurePosixPath]) -> None:
     """Write the layout atomically."""
     destination.mkdir(parents=True, exist_ok=True)
@@ -115,7 +127,7 @@ def root_names(destination: Path) -> set[str]:
 def arrange(destination: Path, urls: list[str], *, writes: bool) -> dict[str, PurePosixPath]:
     """The folder of each listed set. A run that writes records new folders and moves a
     copy at the root into its folder; one that does not finds each copy where it is."""
-    layout = load_layout(destination)
+    layout = {**adopted_folders(destination, urls), **load_layout(destination)}
     plan = plan_folders(urls, layout, root_names(destination))
     if not writes:
         at_root = mirrored_source(destination)

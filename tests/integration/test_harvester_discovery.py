@@ -333,3 +333,28 @@ def test_a_source_description_without_sets_is_said_so(site: Site, tmp_path: Path
 
     with pytest.raises(HarvestError, match="a Source Description that lists no set"):
         run_harvest(make_config(tmp_path / "m", source_url=description), Mode.BASELINE)
+
+
+def test_a_destination_an_older_version_laid_out_keeps_its_folders(
+    site: Site, tmp_path: Path
+) -> None:
+    """Without the layout file (a destination harvested by an older version), the sets'
+    folders were taken for names already at the root: every set got a new folder and
+    was copied again beside its old copy."""
+    from dataclasses import replace
+
+    from harvester.sets import set_folders
+
+    urls = [site.add_set("a", {"x.txt": b"x"}), site.add_set("b", {"z.txt": b"z"})]
+    site.source_description(*urls)
+    config = make_config(tmp_path / "m", source_url=site.url(".well-known/resourcesync"))
+    for url, folder in set_folders(urls).items():  # what the older version did
+        one = replace(config, source_url=None, capability_list_url=url)
+        run_harvest(replace(one, destination=config.destination / folder), Mode.BASELINE)
+    before = tree(tmp_path / "m")
+
+    report = run_harvest(config, Mode.INCREMENTAL)
+
+    assert report.downloaded == 0
+    assert tree(tmp_path / "m") == before
+    assert sorted(p.name for p in (tmp_path / "m").iterdir() if p.is_dir()) == ["a", "b"]
