@@ -14,6 +14,8 @@ import re
 from collections.abc import Callable
 from urllib.parse import quote, unquote, urlsplit
 
+import idna
+
 from .models import MAX_URI_LENGTH, LocationType
 
 #: Unreserved characters plus sub-delims that are safe inside a path segment.
@@ -113,7 +115,7 @@ def _resolve_url(value: str, url_prefix: str, resource_root_dir: str) -> str:
 #: Every printable ASCII character but the space: what `quote` leaves as it is when it
 #: encodes a URL's non-ASCII characters (a `%` there is already an escape).
 _PRINTABLE_ASCII = "".join(chr(code) for code in range(0x21, 0x7F))
-_LOWER_ESCAPE = re.compile(r"%(?:[0-9a-f][a-f]|[a-f][0-9A-F])")
+_ESCAPE = re.compile(r"%[0-9A-Fa-f]{2}")
 
 
 def normal_url(value: str) -> str:
@@ -136,7 +138,7 @@ def _escaped(text: str) -> str:
     """`text` with its non-ASCII characters percent-encoded and every escape upper case."""
     if not text.isascii():
         text = quote(text, safe=_PRINTABLE_ASCII)
-    return _LOWER_ESCAPE.sub(lambda escape: escape[0].upper(), text)
+    return _ESCAPE.sub(lambda escape: escape[0].upper(), text)
 
 
 def _normal_host(host: str) -> str:
@@ -144,9 +146,9 @@ def _normal_host(host: str) -> str:
     if host.isascii():
         return host.lower()
     name, colon, port = host.rpartition(":") if ":" in host else (host, "", "")
-    try:
-        return name.encode("idna").decode("ascii").lower() + colon + port
-    except UnicodeError:
+    try:  # IDNA 2008 (UTS 46), as browsers and HTTP clients resolve it
+        return idna.encode(name, uts46=True).decode("ascii") + colon + port
+    except idna.IDNAError:
         raise LocationError("has a host that is no valid internationalised domain name.") from None
 
 

@@ -171,3 +171,18 @@ def test_url_check_accepts_exactly_what_urlsplit_calls_http_with_a_host(value):
     except LocationError:
         accepted = False
     assert accepted == expected
+
+
+@pytest.mark.parametrize(
+    ("written", "uri"),
+    [
+        ("http://x.example.org/a%Af", "http://x.example.org/a%AF"),  # mixed case, both ways
+        ("http://x.example.org/a%aF", "http://x.example.org/a%AF"),
+        # IDNA 2008 (UTS 46), as browsers, httpx and requests resolve it: IDNA 2003 made
+        # faß.de fass.de, another registered domain.
+        ("http://faß.de/x", "http://xn--fa-hia.de/x"),
+        ("http://Bücher.example:8080/ä", "http://xn--bcher-kva.example:8080/%C3%A4"),
+    ],
+)
+def test_a_url_is_kept_in_one_uri_form(written: str, uri: str) -> None:
+    assert resolve("url", written) == uri
