@@ -379,16 +379,16 @@ class Mirror:
         copies = MirrorCopy.objects.filter(names=self._names)
         return copies.values_list("identity", flat=True).first()
 
-    def record_copy(self) -> None:
-        """Make the indices as they are now the ones the `indexed` marks refer to."""
-        MirrorCopy.objects.update_or_create(
-            names=self._names, defaults={"identity": self.identity()}
-        )
+    def record_copy(self, *, also: str = "") -> None:
+        """Make the indices as they are now the ones the `indexed` marks refer to (and
+        `also` those of that identity: a rebuild's, while it swaps them in)."""
+        identity = "|".join(filter(None, (self.identity(), also)))
+        MirrorCopy.objects.update_or_create(names=self._names, defaults={"identity": identity})
 
     def is_recorded_copy(self) -> bool:
         """The indices are the ones the marks refer to (or none is recorded yet)."""
         recorded = self.recorded_identity()
-        return recorded is None or recorded == self.identity()
+        return recorded is None or self.identity() in recorded.split("|")
 
     def copy_replaced(self) -> bool:
         """Create missing indices; True if the indices are not the ones the `indexed` marks
@@ -398,7 +398,7 @@ class Mirror:
         if recorded is None and not created:
             self.record_copy()
             return False
-        return created or recorded != self.identity()
+        return created or not self.is_recorded_copy()
 
     def _check_copy(self) -> None:
         """Raise CopyReplaced unless the indices are the ones the marks refer to."""

@@ -64,9 +64,11 @@ def rebuild_mirror(mirror: Mirror) -> RebuildReport:
     report.resources = _fill(fresh, Resource.objects.all(), RESOURCE_FIELDS, _resource_action)
     report.changes = _fill(fresh, Change.objects.all(), CHANGE_FIELDS, _change_action)
     fresh.refresh()
-    _swap(mirror, live[0], fresh.resources_index)
-    _swap(mirror, live[1], fresh.changes_index)
-    mirror.record_copy()  # filled with every change marked indexed
+    # Filled with every change marked indexed: the marks hold for the new indices, from
+    # before the swap (a backlog meanwhile would take them for a lost copy).
+    mirror.record_copy(also=fresh.identity())
+    _swap(mirror, dict(zip(live, (fresh.resources_index, fresh.changes_index), strict=True)))
+    mirror.record_copy()
     report.caught_up = _catch_up(mirror, newest_before)
     return report
 
@@ -99,11 +101,13 @@ def _fill(mirror: Mirror, rows: QuerySet[Any], fields: tuple[str, ...], action) 
     return count
 
 
-def _swap(mirror: Mirror, name: str, fresh: str) -> None:
-    """In one step: drop what `name` stands for, and make it an alias of `fresh`."""
-    old = mirror.concrete_indices(name)
-    actions: list[dict[str, Any]] = [{"remove_index": {"index": index}} for index in old]
-    actions.append({"add": {"index": fresh, "alias": name}})
+def _swap(mirror: Mirror, fresh: dict[str, str]) -> None:
+    """In one step, for each name: drop what it stands for, and make it an alias of its
+    fresh index (both names at once: no moment holds one new index and one old)."""
+    actions: list[dict[str, Any]] = []
+    for name, index in fresh.items():
+        actions += [{"remove_index": {"index": old}} for old in mirror.concrete_indices(name)]
+        actions.append({"add": {"index": index, "alias": name}})
     mirror.client.indices.update_aliases(actions=actions)
 
 

@@ -833,3 +833,28 @@ def test_no_change_is_listed_behind_one_a_destination_has_passed(use_elasticsear
     later = [entry for entry in listed() if entry not in first]
     assert len(first) + len(later) == 8
     assert all(datetime > passed for _, datetime in later)
+
+
+def test_a_rebuild_swapping_its_indices_in_is_no_replaced_copy(use_elasticsearch, monkeypatch):
+    """Between the swap and the record of the new indices, an indexing backlog (any commit
+    queues one) took the rebuilt indices for a lost copy and indexed every change again,
+    and runs published nothing: what a rebuild exists to avoid."""
+    from sources import rebuilding
+
+    mirror = use_elasticsearch.mirror
+    resource_set = make_set()
+    created(resource_set, 2)
+    seen = []
+    update_aliases = mirror.client.indices.update_aliases
+
+    def swap_and_look(**kwargs):
+        update_aliases(**kwargs)
+        seen.append((mirror.copy_replaced(), use_elasticsearch.visible_through(resource_set)))
+
+    monkeypatch.setattr(mirror.client.indices, "update_aliases", swap_and_look)
+
+    rebuilding.rebuild_mirror(mirror)
+
+    newest = Change.objects.latest("pk").pk
+    assert seen and all(found == (False, newest) for found in seen)
+    assert not Change.objects.filter(indexed=False).exists()
