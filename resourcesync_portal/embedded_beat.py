@@ -4,8 +4,8 @@ With CELERY_TASK_ALWAYS_EAGER (the embedded default: no CELERY_BROKER_URL) no
 `celery beat` runs, so a set's runs happened only when events arrived: a run
 that failed (SQLite busy under a large request) waited for the next event, and
 a Change List never rotated on time. `manage.py runserver` then runs
-CELERY_BEAT_SCHEDULE in a thread of its own, each task applied as beat would
-send it (`resourcesync_portal/management/commands/runserver.py`).
+CELERY_BEAT_SCHEDULE in a thread of its own, each task run as a worker would
+run it (`resourcesync_portal/management/commands/runserver.py`).
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ class EmbeddedBeat:
 def run_task(name: str) -> None:
     """Apply one task here; a failure is logged, and the next tick goes on."""
     try:
-        app.tasks[name].apply(throw=True)
+        app.tasks[name]()  # the task's body, as a worker runs it, without a line per run
     except Exception:
         logger.exception("Embedded beat: %s failed", name)
 
