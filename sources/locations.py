@@ -73,6 +73,12 @@ def _inside(root: str, path: str) -> bool:
 
 def check_url(value: str) -> str:
     """An http(s) URL with a host, used as is."""
+    _checked_url(value)
+    return value
+
+
+def _checked_url(value: str) -> re.Match[str]:
+    """`check_url`'s checks; the URL's scheme and authority as they matched."""
     # Non-empty printable ASCII without a space holds no control character and
     # no space: the usual URL skips both searches.
     plain = value != "" and value.isascii() and value.isprintable() and " " not in value
@@ -92,7 +98,7 @@ def check_url(value: str) -> str:
             raise LocationError(f"has an invalid host: {error}.") from None
     if not plain and _SPACE.search(value):
         raise LocationError("must not contain spaces; percent-encode them.")
-    return value
+    return match
 
 
 def resolve_location(
@@ -109,7 +115,7 @@ def resolve_location(
 
 
 def _resolve_url(value: str, url_prefix: str, resource_root_dir: str) -> str:
-    return normal_url(check_url(value))  # checks the text too
+    return _normal_url(value, _checked_url(value))  # checks the text too
 
 
 #: Every printable ASCII character but the space: what `quote` leaves as it is when it
@@ -118,13 +124,12 @@ _PRINTABLE_ASCII = "".join(chr(code) for code in range(0x21, 0x7F))
 _ESCAPE = re.compile(r"%[0-9A-Fa-f]{2}")
 
 
-def normal_url(value: str) -> str:
+def _normal_url(value: str, match: re.Match[str]) -> str:
     """The one URI of a resource however its URL is written: scheme and host in lower
     case, escapes in upper case (RFC 3986 6.2.2.1), an IRI's non-ASCII characters
     percent-encoded as UTF-8 (RFC 3987 3.1) and its host in IDNA. Sitemaps take URIs,
-    and resync cannot fetch a `<loc>` that is not one."""
-    match = _SCHEME_AUTHORITY.match(value)
-    assert match is not None and match["authority"] is not None, "a checked URL"
+    and resync cannot fetch a `<loc>` that is not one. `match`: its checked scheme and
+    authority."""
     scheme, authority = match["scheme"], match["authority"]
     plain = value.isascii() and "%" not in value
     if plain and scheme == scheme.lower() and authority == authority.lower():
