@@ -46,9 +46,6 @@ BATCH_SIZE = 2000
 WRITE_BATCH_SIZE = 500
 #: What a moving resource is named between its two updates (never an http URL).
 PLACEHOLDER = "re-resolving:"
-#: Every type: a `url` does not depend on the prefix, but one stored by older code
-#: as posted (a raw IRI, lower-case escapes) is written in its URI form.
-RESOLVED_TYPES = frozenset({LocationType.REL_PATH, LocationType.ABS_PATH, LocationType.URL})
 #: Locations that no longer resolve are logged this many times per run, then only counted.
 LOGGED_FAILURES = 10
 
@@ -91,9 +88,9 @@ class Resolver:
         self.unresolvable = 0
 
     def uri(self, location_type: str, value: str) -> str | None:
-        """The location's URI now; None for one that no longer resolves."""
-        if location_type not in RESOLVED_TYPES:
-            return None
+        """The location's URI now; None for one that no longer resolves. Every type: a
+        `url` does not depend on the prefix, but one stored as posted by older code (a raw
+        IRI, lower-case escapes) is written in its URI form."""
         # A rel_path's URI never depends on the root (it is only checked against it at ingest).
         root = self.root if location_type == LocationType.ABS_PATH else ""
         try:
