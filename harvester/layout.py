@@ -24,9 +24,10 @@ LAYOUT_FILE = ".resourcesync-sets.json"
 ROOT = PurePosixPath()
 
 
-def load_layout(destination: Path) -> dict[str, PurePosixPath]:
-    """The folder each set was given; a copy at the root (one set, or made before this
-    file was kept) counts as given the root, unless it is on its way to a folder."""
+def load_layout(destination: Path, at_root: str | None) -> dict[str, PurePosixPath]:
+    """The folder each set was given; the copy at the root (`at_root`: one set, or made
+    before this file was kept) counts as given the root, unless it is on its way to a
+    folder."""
     path = destination / LAYOUT_FILE
     try:
         folders = json.loads(path.read_text(encoding="utf-8"))["folders"]
@@ -35,7 +36,6 @@ def load_layout(destination: Path) -> dict[str, PurePosixPath]:
         layout = {}
     except (ValueError, KeyError, TypeError, AttributeError) as error:
         raise HarvestError(f"{path} is damaged ({error}); move it away to start afresh") from error
-    at_root = mirrored_source(destination)
     if at_root is not None:
         layout.setdefault(at_root, ROOT)
     return layout
@@ -93,14 +93,15 @@ def _new_folder(
     raise HarvestError(f"cannot give {url} a folder apart from the other sets' ({named})")
 
 
-def move_root_copy(destination: Path, layout: dict[str, PurePosixPath]) -> None:
-    """Move a set copied at the root into the folder the layout now gives it.
+def move_root_copy(
+    destination: Path, at_root: str | None, layout: dict[str, PurePosixPath]
+) -> None:
+    """Move the set copied at the root (`at_root`) into the folder the layout now gives it.
 
     Renames only, the state file last: a run stopped half way finds the state
     still at the root and moves the rest. The root lock keeps a run of that
     set at the root out meanwhile.
     """
-    at_root = mirrored_source(destination)
     folder = layout.get(at_root or "", ROOT)
     if at_root is None or folder == ROOT:
         return
@@ -127,13 +128,15 @@ def root_names(destination: Path) -> set[str]:
 def arrange(destination: Path, urls: list[str], *, writes: bool) -> dict[str, PurePosixPath]:
     """The folder of each listed set. A run that writes records new folders and moves a
     copy at the root into its folder; one that does not finds each copy where it is."""
-    layout = {**adopted_folders(destination, urls), **load_layout(destination)}
+    if len(urls) == 1 and not (destination / LAYOUT_FILE).exists():
+        return {urls[0]: ROOT}  # one set never given a folder: no state file read for it
+    at_root = mirrored_source(destination)  # once: a large copy's state is tens of MB
+    layout = {**adopted_folders(destination, urls), **load_layout(destination, at_root)}
     plan = plan_folders(urls, layout, root_names(destination))
     if not writes:
-        at_root = mirrored_source(destination)
         return {url: ROOT if url == at_root else folder for url, folder in plan.items()}
     if ROOT not in plan.values():
         if any(plan[url] != layout.get(url) for url in urls):
             save_layout(destination, {**layout, **plan})
-        move_root_copy(destination, {**layout, **plan})
+        move_root_copy(destination, at_root, {**layout, **plan})
     return plan
