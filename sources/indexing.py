@@ -387,7 +387,10 @@ class Mirror:
 
     def is_recorded_copy(self) -> bool:
         """The indices are the ones the marks refer to (or none is recorded yet)."""
-        recorded = self.recorded_identity()
+        return self._is_identity(self.recorded_identity())
+
+    def _is_identity(self, recorded: str | None) -> bool:
+        """The indices are the ones `recorded` names (any of them), or none is recorded."""
         return recorded is None or self.identity() in recorded.split("|")
 
     def copy_replaced(self) -> bool:
@@ -398,7 +401,7 @@ class Mirror:
         if recorded is None and not created:
             self.record_copy()
             return False
-        return created or not self.is_recorded_copy()
+        return created or not self._is_identity(recorded)
 
     def _check_copy(self) -> None:
         """Raise CopyReplaced unless the indices are the ones the marks refer to."""
