@@ -141,6 +141,12 @@ def end_of_full(built: BuiltChangeList) -> tuple[datetime, int | None]:
     return last.datetime, last.key
 
 
+def start_after(until: datetime, until_key: int | None) -> datetime:
+    """Where the list after one ending at (`until`, `until_key`) starts: inside that
+    instant, after that change, or at the next microsecond."""
+    return until if until_key is not None else until + ONE_MICROSECOND
+
+
 def change_watermark(resource_set: ResourceSet, generator: BaseGenerator) -> int:
     """The highest change id the generator can already show, with all before it."""
     return generator.visible_through(resource_set)
@@ -685,7 +691,7 @@ class RegenerationRun:
             resource_set_lock(resource_set=self.resource_set)
             page.until, page.until_key = until, until_key
             page.save(update_fields=["until", "until_key"])
-            since = until if until_key is not None else until + ONE_MICROSECOND
+            since = start_after(until, until_key)
             ResourceSet.objects.filter(pk=self.resource_set.pk).update(accepts_changes_since=since)
             return ChangeListPage.objects.create(
                 resource_set=self.resource_set,
@@ -713,7 +719,7 @@ class RegenerationRun:
             resource_set_lock(resource_set=self.resource_set)
             page.until, page.until_key = until, until_key
             page.save(update_fields=["until", "until_key"])
-            successor.since = until if until_key is not None else until + ONE_MICROSECOND
+            successor.since = start_after(until, until_key)
             successor.since_key = until_key
             successor.save(update_fields=["since", "since_key"])
 
@@ -740,23 +746,24 @@ class RegenerationRun:
         if built is None:
             built = self.build_change_page(page, index_url)
         result = built.page
-        if result.has_more and result.last_record is not None and page.until is None:
+        if not (result.has_more and result.last_record is not None):
+            self.store_change_page(page, built)
+            return None
+        if page.until is None:
             # Full: close it and write it, then the list it opened.
             pages.append(self.close_full(page, built))
             self.write_change_page(page, pages)
             return pages[-1]
-        if result.has_more and result.last_record is not None:
-            successor = pages[pages.index(page) + 1]
-            if successor.generated_at is None:
-                self.close_earlier(page, successor, built)
-                return page  # its successor comes later in the run
-            # Never cut a closed list: what it cannot pass on would be in no list.
-            logger.warning(
-                "%s outgrew its limit after its successor was published: written whole",
-                page.public_name,
-            )
-            built = self.build_change_page(page, index_url, whole=True)
-        self.store_change_page(page, built)
+        successor = pages[pages.index(page) + 1]
+        if successor.generated_at is None:
+            self.close_earlier(page, successor, built)
+            return page  # its successor comes later in the run
+        # Never cut a closed list: what it cannot pass on would be in no list.
+        logger.warning(
+            "%s outgrew its limit after its successor was published: written whole",
+            page.public_name,
+        )
+        self.store_change_page(page, self.build_change_page(page, index_url, whole=True))
         return None
 
     def build_change_page(
