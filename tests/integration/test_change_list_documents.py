@@ -39,6 +39,13 @@ def root_links(content: bytes) -> dict[str, str]:
     return {ln.get("rel"): ln.get("href") for ln in etree.fromstring(content).findall("rs:ln", NS)}
 
 
+def rotate_after(resource_set, rotation: timedelta) -> None:
+    """Set how long the set's open Change List stays open."""
+    settings_row = resource_set.capability_settings
+    settings_row.changelist_rotation = rotation
+    settings_row.save()
+
+
 def changes(content: bytes) -> list[str]:
     return etree.fromstring(content).xpath("//sm:url/sm:loc/text()", namespaces=NS)
 
@@ -141,9 +148,7 @@ def test_a_rotation_by_time_still_gives_the_closed_first_list_its_index_link(cli
     resource_set = make_set()
     created(resource_set, 2)
     assert "index" not in root_links(body(client, f"{BASE}/changelist-1.xml"))
-    settings_row = resource_set.capability_settings
-    settings_row.changelist_rotation = timedelta(seconds=0)
-    settings_row.save()
+    rotate_after(resource_set, timedelta(seconds=0))  # every run closes the open list
 
     created(resource_set, 1, start=5)
 
@@ -179,9 +184,7 @@ def test_changes_committed_while_a_rotation_closes_the_list_are_all_listed(
 
     resource_set = make_set(entries_per_document=5)
     created(resource_set, 3)
-    settings_row = resource_set.capability_settings
-    settings_row.changelist_rotation = timedelta(seconds=0)
-    settings_row.save()
+    rotate_after(resource_set, timedelta(seconds=0))  # every run closes the open list
     close = RegenerationRun.close
 
     def commit_in_flight_first(self, page, until, until_key=None):
@@ -225,9 +228,7 @@ def test_a_closed_list_that_outgrows_its_limit_later_loses_no_change(client):
 
     resource_set = make_set(entries_per_document=5)
     created(resource_set, 4)
-    settings_row = resource_set.capability_settings
-    settings_row.changelist_rotation = timedelta(seconds=0)
-    settings_row.save()
+    rotate_after(resource_set, timedelta(seconds=0))  # every run closes the open list
     created(resource_set, 1, start=10)  # closes the first list
     first = ChangeListPage.objects.get(number=1)
     ChangeListPage.objects.filter(pk=first.pk).update(final=False)
@@ -236,8 +237,7 @@ def test_a_closed_list_that_outgrows_its_limit_later_loses_no_change(client):
     # As if indexed only now: changes dated inside the first list's window.
     late = Change.objects.order_by("-pk")[:3].values_list("pk", flat=True)
     Change.objects.filter(pk__in=list(late)).update(datetime=first.until)
-    settings_row.changelist_rotation = timedelta(days=1)
-    settings_row.save()
+    rotate_after(resource_set, timedelta(days=1))
 
     regenerate(resource_set)
 
@@ -257,9 +257,7 @@ def test_a_rotation_after_the_open_list_split_on_later_changes_keeps_the_set_pub
 
     resource_set = make_set(entries_per_document=5)
     created(resource_set, 3)
-    settings_row = resource_set.capability_settings
-    settings_row.changelist_rotation = timedelta(seconds=0)
-    settings_row.save()
+    rotate_after(resource_set, timedelta(seconds=0))  # every run closes the open list
     rotate = RegenerationRun.rotate
 
     def commit_later_changes_first(self, pages, changed):
@@ -270,8 +268,7 @@ def test_a_rotation_after_the_open_list_split_on_later_changes_keeps_the_set_pub
 
     monkeypatch.setattr(RegenerationRun, "rotate", commit_later_changes_first)
     created(resource_set, 1, start=5)
-    settings_row.changelist_rotation = timedelta(days=1)
-    settings_row.save()
+    rotate_after(resource_set, timedelta(days=1))
 
     created(resource_set, 1, start=6)
 

@@ -16,6 +16,7 @@ import io
 import zipfile
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
@@ -30,6 +31,7 @@ from sources import services
 from sources.events import Event, LinkData
 from sources.generators import get_generator
 from sources.models import (
+    ApiToken,
     CapabilitySettings,
     Change,
     DataProvider,
@@ -116,6 +118,17 @@ def url_event(uri: str, change: str = "created") -> Event:
         change=change, location_type=LocationType.URL, location_value=uri, uri=uri,
         length=4, md5="0" * 32, mime="text/plain", lastmod=LASTMOD,
     )  # fmt: skip
+
+
+def post_event(client: Client, files: FileSet, **event: Any) -> Any:
+    """One event, a text file, posted through the API with a token of the set's provider."""
+    _, key = ApiToken.issue(provider=files.resource_set.provider)
+    return client.post(
+        "/api/v1/sets/acme/files/events",
+        data=[{"mime": "text/plain", "lastmod": "2026-01-02T03:04:05Z", **event}],
+        content_type="application/json",
+        headers={"Authorization": f"Token {key}"},
+    )
 
 
 def described(files: FileSet, name: str) -> Event:
@@ -326,10 +339,7 @@ def test_events_resolved_before_the_prefix_changed_are_refused(tmp_path):
 def test_the_api_answers_a_request_that_raced_a_prefix_change_with_503(
     client, tmp_path, monkeypatch
 ):
-    from sources.models import ApiToken
-
     files = FileSet(tmp_path / "files")
-    _, key = ApiToken.issue(provider=files.resource_set.provider)
     real = services.resource_set_lock
 
     def moved_meanwhile(*, resource_set):
@@ -337,13 +347,9 @@ def test_the_api_answers_a_request_that_raced_a_prefix_change_with_503(
         return real(resource_set=resource_set)
 
     monkeypatch.setattr(services, "resource_set_lock", moved_meanwhile)
-    response = client.post(
-        "/api/v1/sets/acme/files/events",
-        data=[{"change": "created", "location": {"type": "rel_path", "value": "a.txt"},
-               "length": 1, "md5": "0" * 32, "mime": "text/plain",
-               "lastmod": "2026-01-02T03:04:05Z"}],
-        content_type="application/json",
-        headers={"authorization": f"Bearer {key}"},
+    response = post_event(
+        client, files, change="created", location={"type": "rel_path", "value": "a.txt"},
+        length=1, md5="0" * 32,
     )  # fmt: skip
     assert response.status_code == 503, response.content
     assert response["Retry-After"] == "1"
@@ -468,16 +474,9 @@ def test_the_command_writes_urls_stored_as_posted_in_their_uri_form(client, tmp_
     uri = "http://x.example.org/caf%C3%A9/%E6%97%A5%E6%9C%AC.txt"
     assert "re-resolved 1 resource(s)" in out.getvalue()
     assert locs(urlsets(client, f"{BASE}/resourcelist.xml")) == [uri]
-    from sources.models import ApiToken
-
-    _, key = ApiToken.issue(provider=files.resource_set.provider)
-    response = client.post(  # an update naming the IRI updates that resource
-        "/api/v1/sets/acme/files/events",
-        data=[{"change": "updated", "location": {"type": "url", "value": iri},
-               "length": 5, "md5": "1" * 32, "mime": "text/plain",
-               "lastmod": "2026-01-02T03:04:05Z"}],
-        content_type="application/json",
-        headers={"Authorization": f"Token {key}"},
+    response = post_event(  # an update naming the IRI updates that resource
+        client, files, change="updated", location={"type": "url", "value": iri},
+        length=5, md5="1" * 32,
     )  # fmt: skip
     assert response.status_code == 200, response.content
     assert list(Resource.objects.values_list("uri", "length")) == [(uri, 5)]
