@@ -106,12 +106,7 @@ def append(
     if kept is None or page.last_datetime is None or page.last_key is None:
         return None
     tail = KeyTracker(
-        run.generator.iter_changes(
-            run.resource_set,
-            since=page.since,
-            until=run.listed_until(page),
-            after=(page.last_datetime, page.last_key),
-        ),
+        run.visible_changes(page.since, page.until, (page.last_datetime, page.last_key)),
         page.max_key,
     )
     result = append_change_list(

@@ -708,7 +708,7 @@ class RegenerationRun:
         self, page: ChangeListPage, successor: ChangeListPage, built: BuiltChangeList
     ) -> None:
         """End a closed list that outgrew a document where it fills up; its successor,
-        not yet published, starts there.
+        which lists nothing yet, starts there.
 
         A list closed at a rotation holds what was committed before the close took the
         set's lock: a request in flight, dated before the close, commits its changes
@@ -755,7 +755,7 @@ class RegenerationRun:
             self.write_change_page(page, pages)
             return pages[-1]
         successor = pages[pages.index(page) + 1]
-        if successor.generated_at is None:
+        if successor.generated_at is None or successor.entries == 0:
             self.close_earlier(page, successor, built)
             return page  # its successor comes later in the run
         # Never cut a closed list: what it cannot pass on would be in no list.
@@ -782,22 +782,33 @@ class RegenerationRun:
         )
         return BuiltChangeList.of(result, records, page)
 
-    def listed_until(self, page: ChangeListPage) -> datetime | None:
-        """The last instant the list may show now: its end, or for the open list the
-        snapshot time while changes wait for the copy. A copy can hold a request's
-        later-dated changes before its earlier-dated ones; listed first, the earlier
-        ones would come behind a datetime destinations resume from."""
-        if page.until is not None or not self.changes_not_visible or self.at < page.since:
-            return page.until
-        return self.at
+    def visible_changes(
+        self,
+        since: datetime,
+        until: datetime | None,
+        after: tuple[datetime, int] | None = None,
+    ) -> Iterator[ChangeRecord]:
+        """The changes in [since, until] this run may publish. From a copy: those it held,
+        with every one before them, when the run began (to the watermark), and none past
+        the first change it lacked then (`at`).
+
+        A destination resumes from the newest datetime it applied. A copy can take one
+        request's later-dated changes before its earlier-dated ones, and a request
+        committed once the run began before one in flight then; either, listed first,
+        would put the others behind that datetime, in this list or in an earlier one.
+        """
+        if self.changes_not_visible:
+            until = self.at if until is None else min(until, self.at)
+        through = self.watermark if self.generator.keeps_a_copy else None
+        return self.generator.iter_changes(
+            self.resource_set, since=since, until=until, after=after, through=through
+        )
 
     def page_changes(self, page: ChangeListPage) -> Iterator[ChangeRecord]:
         """The changes in the list's window, in (datetime, id) order; at an instant split
         between two lists, only its own (`since_key`, `until_key`)."""
         after = None if page.since_key is None else (page.since, page.since_key)
-        records = self.generator.iter_changes(
-            self.resource_set, since=page.since, until=self.listed_until(page), after=after
-        )
+        records = self.visible_changes(page.since, page.until, after)
         if page.until is None or page.until_key is None:
             return records
         end = (page.until, page.until_key)

@@ -134,10 +134,7 @@ class ChangeDumpWriter:
     def items(self, start: Start, until: datetime | None) -> Iterator[Item]:
         since, key = start
         after = None if key is None else (since, key)
-        records = self.job.generator.iter_changes(
-            self.resource_set, since=since, until=until, after=after
-        )
-        for record in records:
+        for record in self.job.run.visible_changes(since, until, after):
             yield Item(record, change_path(self.resource_set, record))
 
     def new_package(self, since: datetime) -> ChangePackage:

@@ -65,6 +65,9 @@ class BaseGenerator:
 
     #: Short name used in settings and in the admin.
     name: ClassVar[str] = "base"
+    #: Whether it reads a copy that takes committed changes later, not always in the order
+    #: they were committed (and dated, under the set's lock) in; the database shows them so.
+    keeps_a_copy: ClassVar[bool] = False
 
     def __init__(self, params: dict[str, Any] | None = None) -> None:
         """Take the options of the backend's settings entry; a subclass pops its own first."""
@@ -141,11 +144,13 @@ class BaseGenerator:
         since: dt.datetime | None = None,
         until: dt.datetime | None = None,
         after: tuple[dt.datetime, int] | None = None,
+        through: int | None = None,
         batch_size: int = DEFAULT_BATCH_SIZE,
     ) -> Iterator[ChangeRecord]:
         """Yield changes with since <= datetime <= until, oldest first.
 
-        Order is (datetime, key); `after` resumes strictly after that pair.
+        Order is (datetime, key); `after` resumes strictly after that pair;
+        `through`: only changes whose key is at most that.
         """
         raise NotImplementedError
 

@@ -231,8 +231,8 @@ class _ResourceReader:
             last = rows[-1][0]
 
 
-def _window(since: datetime | None, until: datetime | None) -> Q:
-    query = Q()
+def _window(since: datetime | None, until: datetime | None, through: int | None = None) -> Q:
+    query = Q() if through is None else Q(id__lte=through)
     if since is not None:
         query &= Q(datetime__gte=since)
     if until is not None:
@@ -291,11 +291,13 @@ class DatabaseGenerator(BaseGenerator):
         since: datetime | None = None,
         until: datetime | None = None,
         after: tuple[datetime, int] | None = None,
+        through: int | None = None,
         batch_size: int = DEFAULT_BATCH_SIZE,
     ) -> Iterator[ChangeRecord]:
         # Datetimes as UTC text and links as JSON text: Django's loaders and JSONField
         # decoding cost more than the rest of a Change List entry (bench/README.md, session 10).
-        rows = Change.objects.filter(_window(since, until), resource_set=resource_set).annotate(
+        window = _window(since, until, through)
+        rows = Change.objects.filter(window, resource_set=resource_set).annotate(
             datetime_utc=UtcText("datetime"),
             lastmod_utc=UtcText("lastmod"),
             ln_text=Cast("ln", output_field=TextField()),

@@ -217,6 +217,7 @@ def _window(since: datetime | None, until: datetime | None) -> list[dict[str, An
 
 class ElasticsearchGenerator(BaseGenerator):
     name = "elasticsearch"
+    keeps_a_copy = True
     #: What keeps the indices this backend reads.
     mirror_class: ClassVar[type[Mirror]] = Mirror
 
@@ -391,9 +392,13 @@ class ElasticsearchGenerator(BaseGenerator):
         since: datetime | None = None,
         until: datetime | None = None,
         after: tuple[datetime, int] | None = None,
+        through: int | None = None,
         batch_size: int = BATCH_SIZE,
     ) -> Iterator[ChangeRecord]:
-        query = self._filter(resource_set, *_window(since, until))
+        clauses = _window(since, until)
+        if through is not None:
+            clauses.append({"range": {"key": {"lte": through}}})
+        query = self._filter(resource_set, *clauses)
         sort = [{"datetime": {"order": "asc", "format": DATE_FORMAT}}, {"key": "asc"}]
         start = [after[0].isoformat(), after[1]] if after is not None else None
         index = self.changes_index

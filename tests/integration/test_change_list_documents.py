@@ -169,7 +169,7 @@ def every_listed_change(client: Client) -> list[str]:
 
 @pytest.mark.parametrize("in_flight", [2, 9])
 def test_changes_committed_while_a_rotation_closes_the_list_are_all_listed(
-    client, monkeypatch, in_flight
+    backend, client, monkeypatch, in_flight
 ):
     """A rotation wrote the open list, then closed it at the run's start. Changes dated
     before that instant but committed meanwhile (a large request in flight, which the

@@ -745,3 +745,38 @@ def test_a_resource_dump_package_none_of_whose_files_match_is_not_listed(
     assert set(resource_dump(client)) == {PREFIX + "r0.txt", PREFIX + "r1.txt"}
     for manifest in every_manifest_written(published_dir):
         assert_valid(manifest)
+
+
+def packaged_changes(client: Client) -> list[tuple[str, str]]:
+    """(loc, datetime) of every change in the Change Dump's manifests (one window)."""
+    packages = entries(get(client, f"{BASE}/changedump.xml")[1])
+    manifests = [get(client, entry.find("rs:ln", NS).get("href"))[1] for entry in packages]
+    return [
+        (entry.findtext("sm:loc", namespaces=NS), entry.find("rs:md", NS).get("datetime"))
+        for manifest in manifests
+        for entry in entries(manifest)
+    ]
+
+
+def test_a_change_dump_packages_nothing_behind_a_change_waiting_for_the_copy(
+    use_elasticsearch, client, tmp_path: Path
+) -> None:
+    """The copy took a later request's changes first: packaged, they put the earlier
+    request's behind where a destination resumes (the newest datetime it applied)."""
+    mirror = use_elasticsearch.mirror
+    files = FileSet(tmp_path / "files", changelist_rotation=timedelta(days=1))
+    changes = files.resource_set.changes.values_list("pk", flat=True)
+    ingest_events(resource_set=files.resource_set, events=[files.write("late.txt", content(1))])
+    waiting = list(changes)
+    ingest_events(resource_set=files.resource_set, events=[files.write("seen.txt", content(2))])
+    mirror.index_changes(list(changes.exclude(pk__in=waiting)))
+    regenerate(files.resource_set)
+    first = packaged_changes(client)
+    passed = max((datetime for _, datetime in first), default="")
+
+    mirror.index_changes(waiting)
+    regenerate(files.resource_set)
+
+    later = [entry for entry in packaged_changes(client) if entry not in first]
+    assert len(first) + len(later) == 2
+    assert all(datetime > passed for _, datetime in later)

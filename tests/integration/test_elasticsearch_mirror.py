@@ -858,3 +858,104 @@ def test_a_rebuild_swapping_its_indices_in_is_no_replaced_copy(use_elasticsearch
     newest = Change.objects.latest("pk").pk
     assert seen and all(found == (False, newest) for found in seen)
     assert not Change.objects.filter(indexed=False).exists()
+
+
+def published_changes(client) -> list[tuple[str, str]]:
+    """(loc, datetime) of every entry of every published Change List, oldest list first."""
+    from lxml import etree
+
+    from ..support import NS
+
+    def read(path: str):
+        return etree.fromstring(b"".join(client.get(path).streaming_content))
+
+    top = read("/resourcesync/acme/articles/changelist.xml")
+    lists = [top]
+    if top.tag == f"{{{NS['sm']}}}sitemapindex":
+        locs = top.xpath("sm:sitemap/sm:loc/text()", namespaces=NS)
+        lists = [read(urlsplit(loc).path) for loc in locs]
+    return [
+        (entry.findtext("sm:loc", namespaces=NS), entry.find("rs:md", NS).get("datetime"))
+        for root in lists
+        for entry in root.iterfind("sm:url", NS)
+    ]
+
+
+def ingest_muted(resource_set, names: list[str]) -> list[int]:
+    """Commit `created` events without the after-commit hooks; the ids of their changes."""
+    from sources.services import ingest_events
+    from sources.signals import events_ingested, receivers_muted
+
+    newest = Change.objects.order_by("-pk").values_list("pk", flat=True).first() or 0
+    with receivers_muted(events_ingested):
+        ingest_events(resource_set=resource_set, events=[event("created", n) for n in names])
+    return list(Change.objects.filter(pk__gt=newest).order_by("pk").values_list("pk", flat=True))
+
+
+def test_a_list_closed_while_changes_wait_for_the_copy_lists_nothing_past_them(
+    use_elasticsearch, client
+):
+    """A rotation closed a list whose window held changes not yet in the copy (a large
+    request committed last). The closed list showed the later changes the copy held, and
+    its successor the changes after it; the waiting ones came later, behind both, where a
+    destination resuming from the newest datetime it applied never looks."""
+    from datetime import timedelta
+
+    from sitemaps.regeneration import regenerate
+
+    from .test_change_list_documents import rotate_after
+
+    mirror = use_elasticsearch.mirror
+    resource_set = make_set()
+    created(resource_set, 2)
+    waiting = ingest_muted(resource_set, [f"late/{n}" for n in range(3)])
+    mirror.index_changes(ingest_muted(resource_set, [f"seen/{n}" for n in range(3)]))
+    rotate_after(resource_set, timedelta(0))
+    regenerate(resource_set)
+    rotate_after(resource_set, timedelta(days=1))
+    mirror.index_changes(ingest_muted(resource_set, [f"next/{n}" for n in range(2)]))
+    regenerate(resource_set)
+    first = published_changes(client)
+    passed = max(datetime for _, datetime in first)  # where a destination resumes
+
+    mirror.index_changes(waiting)
+    regenerate(resource_set)
+
+    later = [entry for entry in published_changes(client) if entry not in first]
+    assert len(first) + len(later) == 10
+    assert all(datetime > passed for _, datetime in later)
+
+
+def test_changes_committed_once_a_run_began_are_left_to_the_next_run(
+    use_elasticsearch, client, monkeypatch
+):
+    """A large request in flight when a run began commits after it, and a small one
+    after that; the copy took the small one's changes first. The run listed them, and
+    the large one's earlier-dated changes came later, behind them."""
+    from sitemaps.regeneration import RegenerationRun, regenerate
+
+    mirror = use_elasticsearch.mirror
+    resource_set = make_set()
+    created(resource_set, 2)
+    mirror.index_changes(ingest_muted(resource_set, ["before/0"]))  # for the run to list
+    snapshot_time = RegenerationRun.snapshot_time
+    waiting: list[int] = []
+
+    def commits_meanwhile(run: RegenerationRun):
+        at = snapshot_time(run)
+        waiting.extend(ingest_muted(resource_set, [f"large/{n}" for n in range(3)]))
+        mirror.index_changes(ingest_muted(resource_set, [f"small/{n}" for n in range(2)]))
+        return at
+
+    monkeypatch.setattr(RegenerationRun, "snapshot_time", commits_meanwhile)
+    regenerate(resource_set)
+    monkeypatch.setattr(RegenerationRun, "snapshot_time", snapshot_time)
+    first = published_changes(client)
+    passed = max(datetime for _, datetime in first)
+
+    mirror.index_changes(waiting)
+    regenerate(resource_set)
+
+    later = [entry for entry in published_changes(client) if entry not in first]
+    assert len(first) + len(later) == 8
+    assert all(datetime > passed for _, datetime in later)

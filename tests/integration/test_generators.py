@@ -194,6 +194,16 @@ def test_changes_resume_after_a_datetime_and_key(backend):
     assert resumed == everything[11:]
 
 
+def test_changes_through_a_key_leave_out_those_committed_after_it(backend):
+    """What a run read its watermark at is what it lists from a copy."""
+    generator, resource_set = backend
+    everything = list(generator.iter_changes(resource_set))
+    through = sorted(c.key for c in everything)[7]
+    shown = list(generator.iter_changes(resource_set, since=at(3), through=through))
+    assert shown == [c for c in everything if c.key <= through and c.datetime >= at(3)]
+    assert len(shown) < len([c for c in everything if c.datetime >= at(3)])
+
+
 def test_deleted_changes_keep_what_the_event_said(backend):
     generator, resource_set = backend
     deleted = [c for c in generator.iter_changes(resource_set) if c.change == "deleted"]
