@@ -97,12 +97,10 @@ class Discovery:
             return None
 
 
-def discover_capability_lists(
-    client: HarvestClient, url: str, set_name: str | None = None
-) -> list[str]:
-    """The Capability Lists to harvest from `url`: all it leads to, or the one named."""
-    found = Discovery(client).capability_lists(url)
-    return found if set_name is None else [choose_set(found, set_name)]
+def discover_capability_lists(client: HarvestClient, url: str) -> list[str]:
+    """Every Capability List `url` leads to: `set:` picks among them (`choose_set`), and
+    the others still decide the folder it is copied into (`harvester.layout`)."""
+    return Discovery(client).capability_lists(url)
 
 
 def choose_set(capability_lists: list[str], set_name: str) -> str:

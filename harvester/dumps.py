@@ -110,31 +110,50 @@ def read_manifest(session: HarvestSession, package: Package, capability: str) ->
 
 
 def extract_members(
-    session: HarvestSession, package: Package, entries: Sequence[ParsedEntry]
+    session: HarvestSession,
+    package: Package,
+    entries: Sequence[ParsedEntry],
+    *,
+    aside: dict[str, Outcome] | None = None,
 ) -> None:
     """Write each entry's bitstream from the package to its mapped place, verified.
 
     Members are written by `concurrency` threads, each reading the package
     through its own handle: the cost per file is the file system's, as for
-    downloads.
+    downloads. Failures go into `aside` when given, unrecorded: the caller
+    may still get those resources elsewhere.
     """
+    record = partial(_record, session, aside)
     try:
         reader = PackageReader(package.path)
     except (zipfile.BadZipFile, OSError) as error:
         for entry in entries:
-            session.record(Outcome(entry.loc, Action.FAILED, reason=f"unusable package: {error}"))
+            record(Outcome(entry.loc, Action.FAILED, reason=f"unusable package: {error}"))
         return
     named = [(entry, _member(entry)) for entry in entries]
     shared = _shared(name for _, name in named)
     for entry, name in named:
         if name in shared:
             reason = f"member {name} is named by several entries: written for none"
-            session.record(Outcome(entry.loc, Action.FAILED, reason=reason))
+            record(Outcome(entry.loc, Action.FAILED, reason=reason))
     alone = [entry for entry, name in named if name not in shared]
     with reader:
         work = partial(_extract_one, session, reader)
         for _, (outcome, copy) in map_bounded(session.config.concurrency, alone, work):
-            session.record(outcome, copy=copy)
+            record(outcome, copy)
+
+
+def _record(
+    session: HarvestSession,
+    aside: dict[str, Outcome] | None,
+    outcome: Outcome,
+    copy: LocalCopy | None = None,
+) -> None:
+    if aside is None or outcome.action is not Action.FAILED:
+        session.record(outcome, copy=copy)
+        return
+    aside[outcome.uri] = outcome
+    session.progress.advance()
 
 
 def _member(entry: ParsedEntry) -> str | None:

@@ -33,7 +33,7 @@ from harvester.layout import arrange
 from harvester.report import NoProgress, Progress, SyncReport
 from harvester.session import HarvestSession
 from harvester.state import destination_lock
-from harvester.sync import current_state, run_set
+from harvester.sync import current_state, named_set, run_set
 from harvester.transfer import delete_resources, download_resources
 from harvester.walk import HarvestError, fetch_document
 from harvester.websub import CallbackServer, SubscriptionError, ask_hub
@@ -318,14 +318,14 @@ def single_set(config: HarvestConfig) -> HarvestConfig:
     if config.capability_list_url is not None:
         return config
     with HarvestClient(config) as client:
-        urls = discover_capability_lists(client, config.source_url, config.set_name)
+        urls = discover_capability_lists(client, config.source_url)
+    if config.set_name is not None:
+        return named_set(config, config.set_name, urls, writes=True)
     if len(urls) != 1:
         raise HarvestError(
             f"{config.source_url} leads to {len(urls)} sets; --follow follows one: "
             "name it with `set:`"
         )
-    if config.set_name is not None:
-        return replace(config, capability_list_url=urls[0])
     # In the folder the set keeps from when the source listed more (harvester.layout).
     (folder,) = arrange(config.destination, urls, writes=True).values()
     return replace(config, capability_list_url=urls[0], destination=config.destination / folder)

@@ -8,7 +8,9 @@ and copied again. So `<destination>/.resourcesync-sets.json` records the
 folder each set was given, and a set keeps it: only a new set is named, apart
 from every folder given and every name already at the root. A set copied at
 the root moves into the folder it is given (its files renamed, never fetched
-again) the first time the source lists more than one.
+again) the first time the source lists more than one. A harvest of one set
+(`set:`) uses the same folders, so switching between it and all sets never
+copies a set twice.
 """
 
 from __future__ import annotations
@@ -140,3 +142,12 @@ def arrange(destination: Path, urls: list[str], *, writes: bool) -> dict[str, Pu
             save_layout(destination, {**layout, **plan})
         move_root_copy(destination, at_root, {**layout, **plan})
     return plan
+
+
+def set_folder(destination: Path, urls: list[str], chosen: str, *, writes: bool) -> PurePosixPath:
+    """The folder of the one set `set:` names among the `urls` listed: the one a harvest
+    of every set gives it; the root while the destination is not laid out per set, where
+    a harvest of one set has always kept its copy."""
+    if not (destination / LAYOUT_FILE).exists() and not adopted_folders(destination, urls):
+        return ROOT
+    return arrange(destination, urls, writes=writes)[chosen]

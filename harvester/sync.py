@@ -29,9 +29,9 @@ from harvester.audit import run_audit
 from harvester.baseline import run_baseline
 from harvester.client import HarvestClient
 from harvester.config import HarvestConfig
-from harvester.discovery import discover_capability_lists
+from harvester.discovery import choose_set, discover_capability_lists
 from harvester.incremental import run_incremental
-from harvester.layout import ROOT, arrange
+from harvester.layout import ROOT, arrange, set_folder
 from harvester.report import NoProgress, Progress, SyncReport, report_to_journal
 from harvester.session import HarvestSession
 from harvester.sets import failed_set, merge_reports
@@ -102,10 +102,10 @@ def _run_harvest(
     if config.capability_list_url is not None:
         return harvest_set(config)
     with HarvestClient(config) as client:
-        urls = discover_capability_lists(client, config.source_url, config.set_name)
-    if config.set_name is not None:
-        return harvest_set(replace(config, capability_list_url=urls[0]))
+        urls = discover_capability_lists(client, config.source_url)
     writes = not dry_run and mode != Mode.AUDIT
+    if config.set_name is not None:
+        return harvest_set(named_set(config, config.set_name, urls, writes=writes))
     folders = arrange(config.destination, urls, writes=writes)
     if list(folders.values()) == [ROOT]:
         return harvest_set(replace(config, capability_list_url=urls[0]))
@@ -119,6 +119,15 @@ def _run_harvest(
         except (HarvestError, StateError) as error:
             parts[folder] = failed_set(str(mode or "harvest"), url, error)
     return merge_reports(parts)
+
+
+def named_set(
+    config: HarvestConfig, set_name: str, urls: list[str], *, writes: bool
+) -> HarvestConfig:
+    """The config of the set `set:` names, in the folder the destination keeps for it."""
+    chosen = choose_set(urls, set_name)
+    folder = set_folder(config.destination, urls, chosen, writes=writes)
+    return replace(config, capability_list_url=chosen, destination=config.destination / folder)
 
 
 def run_set(

@@ -266,6 +266,59 @@ def test_set_picks_one_set_of_a_source_description(site: Site, tmp_path: Path) -
         run_harvest(make_config(tmp_path / "n", source_url=description, set="c"), Mode.BASELINE)
 
 
+def test_set_harvests_into_the_folder_the_sets_were_given(site: Site, tmp_path: Path) -> None:
+    """`set:` copied its set at the destination's root even where a harvest of every set
+    had given it a folder: a second copy, which an audit took the other sets for extra."""
+    site.source_description(site.add_set("a", {"x.txt": b"x"}), site.add_set("b", {"z.txt": b"z"}))
+    every = make_config(tmp_path / "m", source_url=site.url(".well-known/resourcesync"))
+    run_harvest(every, Mode.BASELINE)
+    before = tree(tmp_path / "m")
+    one = make_config(tmp_path / "m", source_url=site.url(".well-known/resourcesync"), set="b")
+
+    report = run_harvest(one, Mode.BASELINE)
+
+    assert (report.downloaded, report.skipped, report.failed) == (0, 1, 0)
+    assert tree(tmp_path / "m") == before
+    audit = run_harvest(one, Mode.AUDIT).audit
+    assert (audit.same, audit.extra) == (1, [])
+
+
+def test_switching_between_set_and_every_set_copies_nothing_twice(
+    site: Site, tmp_path: Path
+) -> None:
+    urls = [site.add_set("a", {"x.txt": b"x"}), site.add_set("b", {"z.txt": b"z"})]
+    source = site.source_description(*urls)
+    only_b = make_config(tmp_path / "m", source_url=source, set="b")
+    host = f"127.0.0.1_{site.port}"
+    run_harvest(only_b, Mode.BASELINE)
+    assert tree(tmp_path / "m") == {f"{host}/sets/b/files/z.txt": b"z"}  # one set: the root
+
+    every = run_harvest(make_config(tmp_path / "m", source_url=source), Mode.BASELINE)
+    again = run_harvest(only_b, Mode.BASELINE)
+    other = run_harvest(make_config(tmp_path / "m", source_url=source, set="a"), Mode.BASELINE)
+
+    assert [r.downloaded for r in (every, again, other)] == [1, 0, 0]
+    assert tree(tmp_path / "m") == {
+        f"a/{host}/sets/a/files/x.txt": b"x",
+        f"b/{host}/sets/b/files/z.txt": b"z",
+    }
+
+
+def test_follow_with_set_follows_the_copy_in_its_folder(site: Site, tmp_path: Path) -> None:
+    """`--follow` with `set:` kept its copy at the root too, beside the sets' folders."""
+    from harvester.follow import single_set
+
+    source = site.source_description(
+        site.add_set("a", {"x.txt": b"x"}), site.add_set("b", {"z.txt": b"z"})
+    )
+    run_harvest(make_config(tmp_path / "m", source_url=source), Mode.BASELINE)
+
+    followed = single_set(make_config(tmp_path / "m", source_url=source, set="b"))
+
+    assert followed.capability_list_url == site.url("sets/b/capabilitylist.xml")
+    assert followed.destination == tmp_path / "m" / "b"
+
+
 def advertise(site: Site, form: str, capability_list: str) -> None:
     """Make the site lead to `capability_list` in one of the ways the spec allows."""
     relative = capability_list.removeprefix(site.url())

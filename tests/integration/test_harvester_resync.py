@@ -593,9 +593,13 @@ def test_traversal_in_uri_is_refused(source: Source, destination: Path, tmp_path
 
 
 def serve_one_package(
-    source: Source, manifest: ResourceDumpManifest, members: dict[str, bytes]
+    source: Source,
+    manifest: ResourceDumpManifest,
+    members: dict[str, bytes],
+    listed: list[Resource] | None = None,
 ) -> None:
-    """A Resource Dump of one package (`manifest` and `members`), in the Capability List."""
+    """A Resource Dump of one package (`manifest` and `members`), and a Resource List of
+    `listed`, in the Capability List."""
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
         archive.writestr("manifest.xml", manifest.as_xml())
@@ -606,7 +610,7 @@ def serve_one_package(
     dump.md_at = AT
     dump.add(described(source.url("dump.zip"), buffer.getvalue()))
     source.capability_list(
-        resourcelist=resource_list(source, []),
+        resourcelist=resource_list(source, listed or []),
         resourcedump=source.publish("resourcedump.xml", dump.as_xml()),
     )
 
@@ -646,6 +650,56 @@ def test_a_member_named_by_several_entries_is_written_for_none(
     assert sorted(f.uri for f in report.failures) == [source.url(f"copy{n}") for n in range(3)]
     assert all("several entries" in f.reason for f in report.failures)
     assert not any(copy_of(source, destination, f"copy{n}").exists() for n in range(3))
+
+
+def test_a_member_that_fails_its_manifest_is_fetched_from_the_list(
+    source: Source, destination: Path
+) -> None:
+    """A member whose bytes differ from its manifest entry was failed and never fetched
+    from the Resource List, as a resource the dump left out is: the baseline ended
+    without it, and with its sync point unmoved."""
+    listed = [source.resource("a", b"alpha"), source.resource("b", b"bravo")]
+    manifest = ResourceDumpManifest()
+    manifest.md_at = AT
+    manifest.add(described(source.url("a"), b"alpha", path="/a"))
+    manifest.add(described(source.url("b"), b"bravo", path="/b"))
+    serve_one_package(source, manifest, {"a": b"alpha", "b": b"BRAVO"}, listed=listed)
+
+    report = run_harvest(make_config(source, destination), Mode.BASELINE, now=NOW)
+
+    assert (report.downloaded, report.failed, report.deferred) == (2, 0, [])
+    assert (source.requested("a"), source.requested("b")) == ([], ["/b"])
+    assert copy_of(source, destination, "a").read_bytes() == b"alpha"
+    assert copy_of(source, destination, "b").read_bytes() == b"bravo"
+    [warning] = report.warnings
+    assert warning.startswith(f"{source.url('b')}: not taken from the Resource Dump (md5 is ")
+    assert warning.endswith("fetched from its URI")
+    state = load_state(destination, source.url("capabilitylist.xml"))
+    assert (set(state.resources), state.synced_until) == (
+        {source.url("a"), source.url("b")},
+        utc(AT),
+    )
+
+
+def test_a_member_that_fails_and_is_not_listed_stays_a_failure(
+    source: Source, destination: Path
+) -> None:
+    manifest = ResourceDumpManifest()
+    manifest.md_at = AT
+    manifest.add(described(source.url("a"), b"alpha", path="/a"))
+    manifest.add(described(source.url("b"), b"bravo", path="/b"))
+    serve_one_package(
+        source, manifest, {"a": b"alpha", "b": b"BRAVO"}, listed=[source.resource("a", b"alpha")]
+    )
+
+    report = run_harvest(make_config(source, destination), Mode.BASELINE, now=NOW)
+
+    assert (report.downloaded, report.warnings) == (1, [])
+    assert [(f.uri, f.reason.split(" is ")[0]) for f in report.failures] == [
+        (source.url("b"), "md5")
+    ]
+    assert not copy_of(source, destination, "b").exists()
+    assert load_state(destination, source.url("capabilitylist.xml")).synced_until is None
 
 
 def test_hash_mismatch_keeps_the_previous_copy_and_fails(source: Source, destination: Path) -> None:
