@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.core.exceptions import RequestDataTooBig, TooManyFieldsSent
+from django.core.exceptions import BadRequest, RequestDataTooBig, TooManyFieldsSent
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBase
 from django.utils.decorators import method_decorator
 from django.views import View
@@ -36,6 +36,8 @@ class HubView(View):
             form = request.POST
         except (TooManyFieldsSent, RequestDataTooBig) as error:
             return _text(f"request: too many form fields or bytes ({error})", 400)
+        except BadRequest:  # Django reads a form only as UTF-8
+            return _text("request: the form must be UTF-8 (send no other charset)", 400)
         try:
             pending = hub.subscription_request(form, request_token(request))
         except AccessDenied as error:

@@ -135,6 +135,17 @@ def env_set_paths(name: str) -> list[str]:
     return paths
 
 
+def env_url(name: str) -> str:
+    """An absolute http(s) URL published as it is (a hub's), or empty: unset."""
+    value = os.environ.get(name, "").strip()
+    unprintable = any(char.isspace() or not char.isprintable() for char in value)
+    if value and (unprintable or base_url_problem(value) is not None):
+        raise _refuse(
+            name, value, "an absolute http:// or https:// URL without user, query or fragment"
+        )
+    return value
+
+
 def env_base_url(name: str, default: str) -> str:
     """An absolute http(s) URL that starts valid <loc>s: every document's URLs start with it."""
     value = os.environ.get(name, default).strip().rstrip("/")

@@ -25,6 +25,7 @@ from resourcesync_portal.environment import (
     env_rate,
     env_seconds,
     env_set_paths,
+    env_url,
 )
 from sitemaps.protocol.constants import MAX_DOCUMENT_BYTES
 
@@ -305,7 +306,7 @@ SERVE_RESOURCE_FILES = env_bool("SERVE_RESOURCE_FILES", True)
 # Keys and defaults: notifications/conf.py. Without RESOURCESYNC_HUB_URL the
 # embedded hub at /resourcesync/hub serves the subscribers.
 RESOURCESYNC_NOTIFICATIONS = {
-    "HUB_URL": os.environ.get("RESOURCESYNC_HUB_URL", ""),
+    "HUB_URL": env_url("RESOURCESYNC_HUB_URL"),
     # e.g. "10.0.0.0/8" for subscribers on a private network; none by default (SSRF).
     "ALLOWED_CALLBACK_NETWORKS": env_networks("RESOURCESYNC_ALLOWED_CALLBACK_NETWORKS"),
 }

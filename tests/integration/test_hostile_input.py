@@ -711,3 +711,43 @@ def test_a_write_that_waits_out_the_lock_is_a_503_to_retry(file_database, live_s
     assert response.status == 503
     assert response.getheader("Retry-After") == "1"
     assert not Change.objects.filter(resource_set=resource_set).exists()
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "resourcelist-{}.xml",
+        "changelist-{}.xml",
+        "resourcedump-{}.xml",
+        "resourcedump-package-{}.zip",
+        "resourcedump-manifest-{}.xml",
+        "changedump-package-{}.zip",
+    ],
+)
+def test_a_document_number_no_database_column_holds_is_a_404(client, db, name):
+    """SQLite refused to bind it (OverflowError): a 500 to anyone, on a protected set too."""
+    make_set()
+    make_set(slug="private", protected=True)
+
+    for slug in ("articles", "private"):
+        url = f"/resourcesync/acme/{slug}/" + name.format(2**63)
+        assert client.get(url).status_code == 404, url
+    assert client.get("/resourcesync/acme/articles/" + name.format(2**63 - 1)).status_code == 404
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "/admin/sources/change/?resource_set={}",
+        "/admin/sources/resource/?resource_set={}",
+        "/admin/journal/run/?resource_set={}",
+        "/admin/notifications/subscription/?resource_set={}",
+    ],
+)
+def test_an_admin_address_with_an_id_no_column_holds_is_a_400(admin_client, url):
+    """A filter on a related set's id, named as the list filter's field: SQLite refused to
+    bind a larger one (OverflowError), a 500."""
+    make_set()
+    response = admin_client.get(url.format(2**70))
+    assert response.status_code == 400
+    assert b"larger than any id" in response.content

@@ -652,6 +652,20 @@ def test_a_hub_request_with_too_many_fields_gets_a_400_saying_so(client, notifyi
     assert response.content.startswith(b"request: too many form fields")
 
 
+def test_a_hub_request_in_a_charset_it_cannot_read_gets_a_400_saying_so(client, notifying_set):
+    """Django raised BadRequest reading the form: a 500 under DEBUG, a 400 naming nothing."""
+    response = client.generic(
+        "POST",
+        "/resourcesync/hub",
+        b"hub.mode=subscribe",
+        content_type="application/x-www-form-urlencoded; charset=utf-16",
+    )
+
+    assert response.status_code == 400
+    assert response.content.startswith(b"request: ")
+    assert b"charset" in response.content
+
+
 def test_the_hub_takes_only_post(client, db):
     assert client.get("/resourcesync/hub").status_code == 405
 

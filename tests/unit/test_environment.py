@@ -60,6 +60,9 @@ def load_settings(tmp_path, **variables: str) -> subprocess.CompletedProcess[str
         ("RESOURCESYNC_STORAGE_OPTIONS", '["docs"]'),
         ("LOG_LEVEL", "VERBOSE"),
         ("RESOURCESYNC_SCAN_SETS", "acme/articles,demo"),  # told only by each scan, later
+        ("RESOURCESYNC_HUB_URL", "notaurl"),  # published as the hub, notifications lost
+        ("RESOURCESYNC_HUB_URL", "javascript:alert(1)"),
+        ("RESOURCESYNC_HUB_URL", "https://user:secret@hub.example.org/"),  # in every Link
     ],
 )
 def test_a_value_the_portal_cannot_use_stops_it_naming_the_variable(tmp_path, name, value):
@@ -91,6 +94,7 @@ def test_a_value_the_portal_cannot_use_stops_it_naming_the_variable(tmp_path, na
                 "INGEST_MAX_BODY_BYTES": "1024",
                 "RESOURCESYNC_SUPERSEDED_GRACE_SECONDS": str(30 * 24 * 3600),
                 "RESOURCESYNC_STORAGE_OPTIONS": '{"location": "/tmp/documents"}',
+                "RESOURCESYNC_HUB_URL": "https://hub.example.org/",
             },
             "http://127.0.0.1:8000",
         ),
