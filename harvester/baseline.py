@@ -3,9 +3,10 @@
 Per harvesting workflow 002: a Resource Dump (plain, or an index flattened to
 all its packages) is preferred when advertised, and then the Resource List
 fills what the dump left out or failed to give (a member that does not match
-its manifest is fetched from its URI, with a warning); otherwise the Resource
-List (plain, or an index flattened to all its parts) is downloaded entry by
-entry.
+its manifest is fetched from its URI, with a warning; a package that cannot be
+used is only a warning once the list, read whole, gave every resource it names);
+otherwise the Resource List (plain, or an index flattened to all its parts) is
+downloaded entry by entry.
 The sync point returned is the snapshot's `at` (its start, spec §4), where the
 next incremental run picks up.
 
@@ -21,26 +22,34 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 
-from harvester.dumps import download_packages, extract_members, read_manifest, work_directory
+from harvester.dumps import (
+    Package,
+    download_packages,
+    extract_members,
+    read_manifest,
+    work_directory,
+)
 from harvester.report import Outcome
 from harvester.session import HarvestSession
 from harvester.transfer import download_resources
 from harvester.unlisted import listed_paths, remove_unlisted
 from harvester.walk import HarvestError, list_documents
 from sitemaps.protocol.constants import Capability
-from sitemaps.protocol.reader import ParsedEntry
+from sitemaps.protocol.reader import Document, ParsedEntry
 
 
 @dataclass(frozen=True, slots=True)
 class Dumped:
-    """What a Resource Dump gave: its time, the URIs it gave, and the members that
-    failed, unrecorded while a Resource List may still give them."""
+    """What a Resource Dump gave: its time, the URIs it gave, and the members and packages
+    that failed, unrecorded while a Resource List may still make up for them."""
 
     at: dt.datetime | None = None
     held: frozenset[str] = frozenset()
     unextracted: dict[str, Outcome] = field(default_factory=dict)
+    #: Packages that could not be used at all, by URL: what they held is unknown.
+    unread: dict[str, Outcome] = field(default_factory=dict)
 
 
 def run_baseline(session: HarvestSession, capabilities: dict[str, str]) -> dt.datetime | None:
@@ -68,6 +77,7 @@ def baseline_from_list(
     dumped = dumped or Dumped()
     snapshots: list[dt.datetime | None] = []
     listed: set[PurePosixPath] = set()
+    failed_before, whole = session.report.failed, False
     session.defer_changes = True
     try:
         for document in list_documents(session, url, Capability.RESOURCE_LIST):
@@ -77,10 +87,10 @@ def baseline_from_list(
             snapshots.append(document.at)
             if session.config.delete_unlisted:
                 listed |= listed_paths(session, document.entries)
+        whole = session.report.failed == failed_before  # every part read, every GET done
     finally:
         session.defer_changes = False
-        for outcome in dumped.unextracted.values():
-            session.report.add(outcome)  # no list named it: the dump's failure stands
+        settle_dump(session, dumped, list_whole=whole)
     if session.config.delete_unlisted:
         remove_unlisted(session, listed)
     return earliest(snapshots)
@@ -99,29 +109,75 @@ def note_refetched(
             )
 
 
+def settle_dump(session: HarvestSession, dumped: Dumped, *, list_whole: bool) -> None:
+    """Record the dump's failures no list made up for: members it did not name, and failed
+    packages unless it gave every resource it names (what such a package held is unknown,
+    and the list is the inventory)."""
+    for outcome in dumped.unextracted.values():
+        session.report.add(outcome)
+    for outcome in dumped.unread.values():
+        if not list_whole:
+            session.report.add(outcome)
+            continue
+        session.report.warnings.append(
+            f"{outcome.uri}: package not taken from the Resource Dump ({outcome.reason}); "
+            "the Resource List gave every resource it names"
+        )
+
+
 def baseline_from_dump(session: HarvestSession, url: str, listing: str | None) -> Dumped:
-    """Download every package of the Resource Dump and extract what its manifest lists.
-    With a `listing` to follow, failed members are left to it, and the list removes what
-    neither names."""
+    """Download every package of the Resource Dump and extract what its manifests list.
+    With a `listing` to follow, failures are left to it, and the list removes what
+    neither names; without one they stand."""
     documents = list(list_documents(session, url, Capability.RESOURCE_DUMP))
-    package_entries = [entry for document in documents for entry in document.entries]
+    dumped, manifests = extract_dump(session, documents)
+    if listing is None:
+        settle_dump(session, dumped, list_whole=False)
+        if session.config.delete_unlisted:
+            held = [entry for manifest in manifests for entry in manifest.entries]
+            remove_unlisted(session, listed_paths(session, held))
+    return dumped
+
+
+def extract_dump(
+    session: HarvestSession, documents: list[Document]
+) -> tuple[Dumped, list[Document]]:
+    """Download every package and extract its members, failures set aside: what the dump
+    gave, and the manifests read."""
+    unread: dict[str, Outcome] = {}
+    unextracted: dict[str, Outcome] = {}
+    given: set[str] = set()
     with work_directory(session) as work:
-        packages = download_packages(session, package_entries, work)
-        manifests = [
-            (package, manifest)
-            for package in packages
-            if (manifest := read_manifest(session, package, Capability.RESOURCE_DUMP_MANIFEST))
-        ]
+        manifests = read_packages(session, documents, work, unread)
         session.progress.start("extract", sum(len(m.entries) for _, m in manifests))
-        unextracted: dict[str, Outcome] | None = {} if listing is not None else None
         for package, manifest in manifests:
-            extract_members(session, package, manifest.entries, aside=unextracted)
-    held = [entry for _, manifest in manifests for entry in manifest.entries]
-    if session.config.delete_unlisted and listing is None:
-        remove_unlisted(session, listed_paths(session, held))
-    failed = unextracted or {}
-    gave = frozenset(entry.loc for entry in held if entry.loc not in failed)
-    return Dumped(earliest([document.at for document in documents]), gave, failed)
+            given |= extract_members(session, package, manifest.entries, aside=unextracted)
+    note_given_elsewhere(session, unextracted, given)
+    at = earliest([document.at for document in documents])
+    return Dumped(at, frozenset(given), unextracted, unread), [m for _, m in manifests]
+
+
+def read_packages(
+    session: HarvestSession, documents: list[Document], work: Path, unread: dict[str, Outcome]
+) -> list[tuple[Package, Document]]:
+    """Download every package of the dump and read its manifest; failures go to `unread`."""
+    entries = [entry for document in documents for entry in document.entries]
+    packages = download_packages(session, entries, work, aside=unread)
+    kind = Capability.RESOURCE_DUMP_MANIFEST
+    return [(p, m) for p in packages if (m := read_manifest(session, p, kind, aside=unread))]
+
+
+def note_given_elsewhere(
+    session: HarvestSession, unextracted: dict[str, Outcome], given: set[str]
+) -> None:
+    """A URI in several manifests that failed in one and was given by another is no
+    failure (nor fetched again); its bad member is still worth a warning."""
+    for uri in [uri for uri in unextracted if uri in given]:
+        failed = unextracted.pop(uri)
+        session.report.warnings.append(
+            f"{uri}: a member of one Resource Dump package failed ({failed.reason}); "
+            "taken from another package that holds it"
+        )
 
 
 def earliest(snapshots: list[dt.datetime | None]) -> dt.datetime | None:

@@ -70,9 +70,14 @@ def work_directory(session: HarvestSession) -> Iterator[Path]:
 
 
 def download_packages(
-    session: HarvestSession, entries: Sequence[ParsedEntry], work: Path
+    session: HarvestSession,
+    entries: Sequence[ParsedEntry],
+    work: Path,
+    *,
+    aside: dict[str, Outcome] | None = None,
 ) -> list[Package]:
-    """Fetch packages concurrently; failures are recorded and the rest returned in order."""
+    """Fetch packages concurrently; failures are recorded (or set `aside`) and the rest
+    returned in order."""
     session.progress.start("packages", len(entries))
     targets = [work / f"package-{number:05d}.zip" for number in range(len(entries))]
     with ThreadPoolExecutor(max_workers=session.config.concurrency) as pool:
@@ -83,30 +88,50 @@ def download_packages(
             session.report.bytes += result.length
             packages.append(Package(url=entry.loc, path=target))
         else:
-            session.report.fail(entry.loc, result)
+            _fail(session, aside, entry.loc, result)
         session.progress.advance()
     return packages
 
 
-def read_manifest(session: HarvestSession, package: Package, capability: str) -> Document | None:
-    """The package's manifest, or None (recorded as a failure) if it is missing or bad."""
+def read_manifest(
+    session: HarvestSession,
+    package: Package,
+    capability: str,
+    *,
+    aside: dict[str, Outcome] | None = None,
+) -> Document | None:
+    """The package's manifest, or None (a failure recorded, or set `aside`) if it is
+    missing or bad."""
     try:
-        with zipfile.ZipFile(package.path) as archive:
-            info = archive.getinfo(MANIFEST_NAME)
-            if info.file_size > session.config.max_document_bytes:
-                raise ResourceSyncParseError("manifest.xml is larger than the document limit")
-            with archive.open(info) as handle:
-                manifest = parse_document(handle, max_bytes=session.config.max_document_bytes)
+        manifest = _parse_manifest(session, package)
     except KeyError:
-        session.report.fail(package.url, f"the package has no {MANIFEST_NAME} at its root")
-        return None
+        reason = f"the package has no {MANIFEST_NAME} at its root"
     except (zipfile.BadZipFile, zlib.error, ResourceSyncParseError, OSError) as error:
-        session.report.fail(package.url, f"unusable package: {error}")
-        return None
-    if manifest.capability != capability:
-        session.report.fail(package.url, f"manifest is a {manifest.capability}, not {capability}")
-        return None
-    return manifest
+        reason = f"unusable package: {error}"
+    else:
+        if manifest.capability == capability:
+            return manifest
+        reason = f"manifest is a {manifest.capability}, not {capability}"
+    _fail(session, aside, package.url, reason)
+    return None
+
+
+def _parse_manifest(session: HarvestSession, package: Package) -> Document:
+    with zipfile.ZipFile(package.path) as archive:
+        info = archive.getinfo(MANIFEST_NAME)
+        if info.file_size > session.config.max_document_bytes:
+            raise ResourceSyncParseError("manifest.xml is larger than the document limit")
+        with archive.open(info) as handle:
+            return parse_document(handle, max_bytes=session.config.max_document_bytes)
+
+
+def _fail(session: HarvestSession, aside: dict[str, Outcome] | None, uri: str, reason: str) -> None:
+    """Record a failure, or set it aside for a caller that may yet make up for it."""
+    outcome = Outcome(uri, Action.FAILED, reason=reason)
+    if aside is None:
+        session.report.add(outcome)
+    else:
+        aside[uri] = outcome
 
 
 def extract_members(
@@ -115,8 +140,9 @@ def extract_members(
     entries: Sequence[ParsedEntry],
     *,
     aside: dict[str, Outcome] | None = None,
-) -> None:
-    """Write each entry's bitstream from the package to its mapped place, verified.
+) -> set[str]:
+    """Write each entry's bitstream from the package to its mapped place, verified; return
+    the URIs it gave (written, or already current).
 
     Members are written by `concurrency` threads, each reading the package
     through its own handle: the cost per file is the file system's, as for
@@ -129,7 +155,7 @@ def extract_members(
     except (zipfile.BadZipFile, OSError) as error:
         for entry in entries:
             record(Outcome(entry.loc, Action.FAILED, reason=f"unusable package: {error}"))
-        return
+        return set()
     named = [(entry, _member(entry)) for entry in entries]
     shared = _shared(name for _, name in named)
     for entry, name in named:
@@ -137,10 +163,14 @@ def extract_members(
             reason = f"member {name} is named by several entries: written for none"
             record(Outcome(entry.loc, Action.FAILED, reason=reason))
     alone = [entry for entry, name in named if name not in shared]
+    given: set[str] = set()
     with reader:
         work = partial(_extract_one, session, reader)
         for _, (outcome, copy) in map_bounded(session.config.concurrency, alone, work):
             record(outcome, copy)
+            if outcome.action is not Action.FAILED:
+                given.add(outcome.uri)
+    return given
 
 
 def _record(

@@ -592,6 +592,43 @@ def test_traversal_in_uri_is_refused(source: Source, destination: Path, tmp_path
     assert written == []
 
 
+def zip_of(members: dict[str, bytes]) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        for name, data in members.items():
+            archive.writestr(name, data)
+    return buffer.getvalue()
+
+
+def package_of(manifest: ResourceDumpManifest, members: dict[str, bytes]) -> bytes:
+    return zip_of({"manifest.xml": manifest.as_xml().encode(), **members})
+
+
+def manifest_of(source: Source, members: dict[str, bytes]) -> ResourceDumpManifest:
+    """A manifest giving each member as the resource of the same name."""
+    manifest = ResourceDumpManifest()
+    manifest.md_at = AT
+    for name, data in members.items():
+        manifest.add(described(source.url(name), data, path=f"/{name}"))
+    return manifest
+
+
+def serve_packages(
+    source: Source, packages: dict[str, bytes], listed: list[Resource] | None
+) -> None:
+    """A Resource Dump of `packages` (by name), and a Resource List of `listed` unless
+    None, in the Capability List."""
+    dump = ResourceDump()
+    dump.md_at = AT
+    for name, package in packages.items():
+        source.put(name, package)
+        dump.add(described(source.url(name), package))
+    documents = {"resourcedump": source.publish("resourcedump.xml", dump.as_xml())}
+    if listed is not None:
+        documents["resourcelist"] = resource_list(source, listed)
+    source.capability_list(**documents)
+
+
 def serve_one_package(
     source: Source,
     manifest: ResourceDumpManifest,
@@ -600,19 +637,7 @@ def serve_one_package(
 ) -> None:
     """A Resource Dump of one package (`manifest` and `members`), and a Resource List of
     `listed`, in the Capability List."""
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
-        archive.writestr("manifest.xml", manifest.as_xml())
-        for name, data in members.items():
-            archive.writestr(name, data)
-    source.put("dump.zip", buffer.getvalue())
-    dump = ResourceDump()
-    dump.md_at = AT
-    dump.add(described(source.url("dump.zip"), buffer.getvalue()))
-    source.capability_list(
-        resourcelist=resource_list(source, listed or []),
-        resourcedump=source.publish("resourcedump.xml", dump.as_xml()),
-    )
+    serve_packages(source, {"dump.zip": package_of(manifest, members)}, listed or [])
 
 
 def test_traversal_in_zip_member_path_is_refused(
@@ -700,6 +725,98 @@ def test_a_member_that_fails_and_is_not_listed_stays_a_failure(
     ]
     assert not copy_of(source, destination, "b").exists()
     assert load_state(destination, source.url("capabilitylist.xml")).synced_until is None
+
+
+#: A package each way it can fail whole, and the start of the reason the harvester gives.
+BROKEN_PACKAGES = {
+    "download": (None, "GET "),
+    "not a ZIP": (b"not a ZIP at all", "unusable package: File is not a zip file"),
+    "no manifest": (zip_of({"b": b"bravo"}), "the package has no manifest.xml"),
+    "bad manifest": (
+        zip_of({"manifest.xml": b"<urlset", "b": b"bravo"}),
+        "unusable package: ",
+    ),
+}
+
+
+def serve_a_broken_package(source: Source, how: str, listed: list[Resource] | None) -> None:
+    """dump0.zip gives `a`; dump1.zip, which would give `b`, fails as `how` says."""
+    broken, _ = BROKEN_PACKAGES[how]
+    packages = {
+        "dump0.zip": package_of(manifest_of(source, {"a": b"alpha"}), {"a": b"alpha"}),
+        "dump1.zip": broken or package_of(manifest_of(source, {"b": b"bravo"}), {"b": b"bravo"}),
+    }
+    serve_packages(source, packages, listed)
+    if broken is None:
+        (source.root / "dump1.zip").unlink()  # listed by the dump, not served: a 404
+
+
+@pytest.mark.parametrize("how", BROKEN_PACKAGES)
+def test_a_failed_package_the_list_makes_up_for_is_a_warning(
+    source: Source, destination: Path, how: str
+) -> None:
+    """The Resource List fetched all a failed package held, yet the package stayed a
+    failure: the run was not ok and its sync point never moved, so every later run
+    failed on a complete destination."""
+    listed = [source.resource("a", b"alpha"), source.resource("b", b"bravo")]
+    serve_a_broken_package(source, how, listed)
+
+    report = run_harvest(make_config(source, destination), Mode.BASELINE, now=NOW)
+
+    assert (report.downloaded, report.failures, report.deferred) == (2, [], [])
+    assert (source.requested("a"), source.requested("b")) == ([], ["/b"])
+    assert copy_of(source, destination, "b").read_bytes() == b"bravo"
+    [warning] = report.warnings
+    package = source.url("dump1.zip")
+    assert warning.startswith(f"{package}: package not taken from the Resource Dump (")
+    assert BROKEN_PACKAGES[how][1] in warning
+    assert warning.endswith("the Resource List gave every resource it names")
+    state = load_state(destination, source.url("capabilitylist.xml"))
+    assert (report.ok, state.synced_until) == (True, utc(AT))
+
+
+@pytest.mark.parametrize("how", BROKEN_PACKAGES)
+@pytest.mark.parametrize("listing", ["no list", "a listed resource fails"])
+def test_a_failed_package_nothing_makes_up_for_stays_a_failure(
+    source: Source, destination: Path, how: str, listing: str
+) -> None:
+    listed = [source.resource("a", b"alpha"), source.resource("b", b"bravo")]
+    source.planned_errors["b"] = [403]
+    serve_a_broken_package(source, how, listed if listing != "no list" else None)
+
+    report = run_harvest(make_config(source, destination), Mode.BASELINE, now=NOW)
+
+    failed = [source.url("dump1.zip")] + ([source.url("b")] if listing != "no list" else [])
+    assert sorted(f.uri for f in report.failures) == sorted(failed)
+    package_failure = next(f for f in report.failures if f.uri == source.url("dump1.zip"))
+    assert package_failure.reason.startswith(BROKEN_PACKAGES[how][1])
+    assert report.warnings == []
+    assert load_state(destination, source.url("capabilitylist.xml")).synced_until is None
+
+
+@pytest.mark.parametrize("listed", [True, False], ids=["listed", "no list"])
+def test_a_member_that_fails_in_one_package_and_is_given_by_another(
+    source: Source, destination: Path, listed: bool
+) -> None:
+    """`b` in two packages, its bytes wrong in the first: the dump gives it, nothing is
+    fetched, yet the warning said "fetched from its URI" (without a list, `b` failed)."""
+    resources = [source.resource("a", b"alpha"), source.resource("b", b"bravo")]
+    manifest = manifest_of(source, {"a": b"alpha", "b": b"bravo"})
+    bad = package_of(manifest, {"a": b"alpha", "b": b"BRAVO"})
+    good = package_of(manifest_of(source, {"b": b"bravo"}), {"b": b"bravo"})
+    serve_packages(source, {"dump0.zip": bad, "dump1.zip": good}, resources if listed else None)
+
+    report = run_harvest(make_config(source, destination), Mode.BASELINE, now=NOW)
+
+    assert (report.downloaded, report.skipped, report.failures) == (2, 0, [])
+    assert (source.requested("a"), source.requested("b")) == ([], [])
+    assert copy_of(source, destination, "b").read_bytes() == b"bravo"
+    [warning] = report.warnings
+    assert warning.startswith(
+        f"{source.url('b')}: a member of one Resource Dump package failed (md5 is "
+    )
+    assert warning.endswith("; taken from another package that holds it")
+    assert load_state(destination, source.url("capabilitylist.xml")).synced_until == utc(AT)
 
 
 def test_hash_mismatch_keeps_the_previous_copy_and_fails(source: Source, destination: Path) -> None:

