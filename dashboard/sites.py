@@ -45,7 +45,9 @@ class PortalAdminSite(admin.AdminSite):
         def guarded(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
             try:
                 return inner(request, *args, **kwargs)
-            except OverflowError:
+            except OverflowError as error:
+                if "SQLite INTEGER" not in str(error):
+                    raise
                 return HttpResponseBadRequest(
                     "A number in this address or its filters is larger than any id.\n",
                     content_type="text/plain",

@@ -4,7 +4,7 @@ Per harvesting workflow 002: a Resource Dump (plain, or an index flattened to
 all its packages) is preferred when advertised, and then the Resource List
 fills what the dump left out or failed to give (a member that does not match
 its manifest is fetched from its URI, with a warning; a package that cannot be
-used is only a warning once the list, read whole, gave every resource it names);
+used is only a warning once the list was read whole and none of its fetches failed);
 otherwise the Resource List (plain, or an index flattened to all its parts) is
 downloaded entry by entry.
 The sync point returned is the snapshot's `at` (its start, spec §4), where the
@@ -40,10 +40,11 @@ from sitemaps.protocol.constants import Capability
 from sitemaps.protocol.reader import Document, ParsedEntry
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Dumped:
     """What a Resource Dump gave: its time, the URIs it gave, and the members and packages
-    that failed, unrecorded while a Resource List may still make up for them."""
+    that failed, unrecorded while a Resource List may still make up for them (each is
+    taken out once something did)."""
 
     at: dt.datetime | None = None
     held: frozenset[str] = frozenset()
@@ -111,8 +112,9 @@ def note_refetched(
 
 def settle_dump(session: HarvestSession, dumped: Dumped, *, list_whole: bool) -> None:
     """Record the dump's failures no list made up for: members it did not name, and failed
-    packages unless it gave every resource it names (what such a package held is unknown,
-    and the list is the inventory)."""
+    packages unless it was read whole and none of its fetches failed (what such a package
+    held is unknown, and the list is the inventory; a resource gone or changed when
+    fetched is settled later, as in a baseline from the list alone)."""
     for outcome in dumped.unextracted.values():
         session.report.add(outcome)
     for outcome in dumped.unread.values():
@@ -121,7 +123,7 @@ def settle_dump(session: HarvestSession, dumped: Dumped, *, list_whole: bool) ->
             continue
         session.report.warnings.append(
             f"{outcome.uri}: package not taken from the Resource Dump ({outcome.reason}); "
-            "the Resource List gave every resource it names"
+            "the Resource List stood in for it (read whole, no fetch failed)"
         )
 
 

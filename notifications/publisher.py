@@ -119,9 +119,11 @@ def next_payloads(topic: Topic, newest: int) -> list[ChangePayload]:
     if bounds["earliest"] is None:
         return []
     since, until = notification_interval(topic.notified_until, bounds["earliest"], bounds["latest"])
-    records = DatabaseGenerator().iter_changes(resource_set, since=since, until=until)
+    records = DatabaseGenerator().iter_changes(
+        resource_set, since=since, until=until, through=newest
+    )
     return change_payloads(
-        (record for record in records if record.key <= newest),
+        records,
         since=since,
         until=until,
         capability_list_url=links.capability_list_url(resource_set),

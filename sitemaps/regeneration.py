@@ -287,6 +287,8 @@ class RegenerationRun:
             through_change_id=self.watermark, changes_not_visible=self.changes_not_visible
         )
         self.capability_list_url = links.capability_list_url(resource_set)
+        #: Numbers of the lists whose start this run moved (`close_earlier`): written again.
+        self.moved: set[int] = set()
         self.directory = resource_set.path
         self.max_bytes = settings.RESOURCESYNC_MAX_DOCUMENT_BYTES
 
@@ -660,10 +662,11 @@ class RegenerationRun:
             pages.append(self.close(pages[-1], self.now))
 
     def change_page_due(self, page: ChangeListPage, changed: bool) -> bool:
-        """A final list only in a full run; the open one only when it has new changes."""
+        """A final list only in a full run; the open one only when it has new changes or
+        its start moved."""
         if page.final and not self.full:
             return False
-        return page.until is not None or changed
+        return page.until is not None or changed or page.number in self.moved
 
     def first_change_list(self) -> ChangeListPage:
         """Open the first list under the set's lock and record its start, which
@@ -722,6 +725,7 @@ class RegenerationRun:
             successor.since = start_after(until, until_key)
             successor.since_key = until_key
             successor.save(update_fields=["since", "since_key"])
+        self.moved.add(successor.number)
 
     def complete_through(self, until: datetime) -> bool:
         """Whether every change up to `until` is visible to the generator."""
@@ -755,7 +759,7 @@ class RegenerationRun:
             self.write_change_page(page, pages)
             return pages[-1]
         successor = pages[pages.index(page) + 1]
-        if successor.generated_at is None or successor.entries == 0:
+        if successor.generated_at is None or (successor.entries == 0 and not successor.final):
             self.close_earlier(page, successor, built)
             return page  # its successor comes later in the run
         # Never cut a closed list: what it cannot pass on would be in no list.
@@ -788,20 +792,18 @@ class RegenerationRun:
         until: datetime | None,
         after: tuple[datetime, int] | None = None,
     ) -> Iterator[ChangeRecord]:
-        """The changes in [since, until] this run may publish. From a copy: those it held,
-        with every one before them, when the run began (to the watermark), and none past
-        the first change it lacked then (`at`).
+        """The changes in [since, until] this run may publish: those the generator showed,
+        with every change before them, when the run began (the watermark), none past the
+        first change it could not show then (`at`).
 
-        A destination resumes from the newest datetime it applied. A copy can take one
-        request's later-dated changes before its earlier-dated ones, and a request
-        committed once the run began before one in flight then; either, listed first,
-        would put the others behind that datetime, in this list or in an earlier one.
+        Destinations resume from the newest datetime they applied. A copy (Elasticsearch)
+        can take a later request's changes, or a request's later-dated ones, first: listed
+        before the others, they would put those behind that datetime.
         """
         if self.changes_not_visible:
             until = self.at if until is None else min(until, self.at)
-        through = self.watermark if self.generator.keeps_a_copy else None
         return self.generator.iter_changes(
-            self.resource_set, since=since, until=until, after=after, through=through
+            self.resource_set, since=since, until=until, after=after, through=self.watermark
         )
 
     def page_changes(self, page: ChangeListPage) -> Iterator[ChangeRecord]:
@@ -826,10 +828,9 @@ class RegenerationRun:
             timezone.now(),
         )
         page.last_key, page.last_datetime = built.last_key, built.last_datetime
-        # A row past the watermark may be a mirror's copy from before a url_prefix
-        # change (re-indexed later): then the next version is not grown from this one.
-        settled = built.max_key is None or built.max_key <= self.watermark
-        page.max_key, page.resolved_with = built.max_key, self.resolved_with if settled else ""
+        # Every change it lists is within the watermark (`visible_changes`), so none is a
+        # mirror's copy from before a url_prefix change: the next version may grow from it.
+        page.max_key, page.resolved_with = built.max_key, self.resolved_with
         self.point_at(page, name, etag)
         self.report.change_pages_written.append(page.number)
 

@@ -65,9 +65,6 @@ class BaseGenerator:
 
     #: Short name used in settings and in the admin.
     name: ClassVar[str] = "base"
-    #: Whether it reads a copy that takes committed changes later, not always in the order
-    #: they were committed (and dated, under the set's lock) in; the database shows them so.
-    keeps_a_copy: ClassVar[bool] = False
 
     def __init__(self, params: dict[str, Any] | None = None) -> None:
         """Take the options of the backend's settings entry; a subclass pops its own first."""

@@ -217,7 +217,6 @@ def _window(since: datetime | None, until: datetime | None) -> list[dict[str, An
 
 class ElasticsearchGenerator(BaseGenerator):
     name = "elasticsearch"
-    keeps_a_copy = True
     #: What keeps the indices this backend reads.
     mirror_class: ClassVar[type[Mirror]] = Mirror
 

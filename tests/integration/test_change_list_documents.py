@@ -220,8 +220,8 @@ def test_changes_committed_while_a_rotation_closes_the_list_are_all_listed(
 
 def test_a_closed_list_that_outgrows_its_limit_later_loses_no_change(client):
     """A closed list not yet final (the mirror still indexing changes dated inside it)
-    whose successor is published: the changes that turn up later past its limit are
-    written into it whole, since no other list can take them."""
+    whose successor lists changes already: the changes that turn up later past its limit
+    are written into it whole, since no other list can take them."""
     from sitemaps.regeneration import regenerate
     from sources.models import Change
     from sources.signals import events_ingested, receivers_muted
@@ -230,6 +230,8 @@ def test_a_closed_list_that_outgrows_its_limit_later_loses_no_change(client):
     created(resource_set, 4)
     rotate_after(resource_set, timedelta(seconds=0))  # every run closes the open list
     created(resource_set, 1, start=10)  # closes the first list
+    rotate_after(resource_set, timedelta(days=1))
+    created(resource_set, 1, start=15)  # listed by the second
     first = ChangeListPage.objects.get(number=1)
     ChangeListPage.objects.filter(pk=first.pk).update(final=False)
     with receivers_muted(events_ingested):
@@ -237,12 +239,36 @@ def test_a_closed_list_that_outgrows_its_limit_later_loses_no_change(client):
     # As if indexed only now: changes dated inside the first list's window.
     late = Change.objects.order_by("-pk")[:3].values_list("pk", flat=True)
     Change.objects.filter(pk__in=list(late)).update(datetime=first.until)
-    rotate_after(resource_set, timedelta(days=1))
 
     regenerate(resource_set)
 
     listed = every_listed_change(client)
-    assert len(listed) == len(set(listed)) == 8
+    assert len(listed) == len(set(listed)) == 9
+    assert ChangeListPage.objects.get(number=1).entries == 8
+
+
+def test_a_closed_list_cut_short_while_its_successor_lists_nothing_moves_that_successor(
+    client,
+):
+    """A closed list not yet final outgrew a lowered limit in a run with no new change:
+    it ended earlier and its published, empty successor started there, but the successor
+    was not written again, so the changes past the cut were in no list."""
+    from sitemaps.regeneration import regenerate
+    from sources.models import CapabilitySettings
+
+    resource_set = make_set(entries_per_document=5)
+    created(resource_set, 4)
+    rotate_after(resource_set, timedelta(seconds=0))
+    created(resource_set, 1, start=10)  # closes the first list; the second, empty, is published
+    rotate_after(resource_set, timedelta(days=1))
+    ChangeListPage.objects.filter(number=1).update(final=False)  # a change still awaited
+    CapabilitySettings.objects.filter(resource_set=resource_set).update(entries_per_document=3)
+    resource_set.refresh_from_db()
+
+    regenerate(resource_set)
+
+    listed = every_listed_change(client)
+    assert len(listed) == len(set(listed)) == 5
 
 
 def test_a_rotation_after_the_open_list_split_on_later_changes_keeps_the_set_publishing(

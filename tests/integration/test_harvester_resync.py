@@ -770,7 +770,7 @@ def test_a_failed_package_the_list_makes_up_for_is_a_warning(
     package = source.url("dump1.zip")
     assert warning.startswith(f"{package}: package not taken from the Resource Dump (")
     assert BROKEN_PACKAGES[how][1] in warning
-    assert warning.endswith("the Resource List gave every resource it names")
+    assert warning.endswith("the Resource List stood in for it (read whole, no fetch failed)")
     state = load_state(destination, source.url("capabilitylist.xml"))
     assert (report.ok, state.synced_until) == (True, utc(AT))
 
