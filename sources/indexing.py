@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import logging
 import os
+import socket
 import threading
 import time
 from collections.abc import Iterable, Iterator
@@ -288,6 +289,40 @@ def _same_resource(sent: Sent, key: int | None, now: dict[int, RowState]) -> boo
     return key is None or sent.resources.get(key) == now.get(key)
 
 
+def claim_holder() -> str:
+    """Who holds an indexing claim: this host and process."""
+    return f"{socket.gethostname()} {os.getpid()}"
+
+
+def take_claim(claim: str) -> bool:
+    """Claim a set's indexing; also when the holder was a process of this host that is
+    gone: a worker killed mid-backlog never lets go, and the run Celery delivers again
+    would otherwise leave the set unindexed (and unpublished past it) until the claim
+    lapses and reconcile comes."""
+    if cache.add(claim, claim_holder(), timeout=CLAIM_SECONDS):
+        return True
+    held = cache.get(claim)
+    if held is not None and not holder_is_gone(str(held)):
+        return False
+    cache.delete(claim)
+    return cache.add(claim, claim_holder(), timeout=CLAIM_SECONDS)
+
+
+def holder_is_gone(holder: str) -> bool:
+    """Whether `holder` (host and pid) names a process of this host that no longer runs;
+    another host's is left to lapse."""
+    host, _, pid = holder.rpartition(" ")
+    if host != socket.gethostname() or not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # alive, another user's
+        return False
+    return False
+
+
 class Mirror:
     """One Elasticsearch copy of the rows: its client, its two indices, and their writes."""
 
@@ -560,7 +595,7 @@ class Mirror:
         """
         claim = f"resourcesync:mirror-indexing:{resource_set_id or 'all'}"
         done = 0
-        while cache.add(claim, os.getpid(), timeout=CLAIM_SECONDS):
+        while take_claim(claim):
             try:
                 done += self._index_backlog(resource_set_id, claim)
             except CopyReplaced:

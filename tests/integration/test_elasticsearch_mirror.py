@@ -6,6 +6,7 @@ import copy
 import multiprocessing
 import os
 import subprocess
+import sys
 from datetime import datetime
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -321,6 +322,29 @@ def test_indexing_leaves_a_set_claimed_by_another_run_to_that_run(use_elasticsea
     finally:
         cache.delete(claim)
     assert use_elasticsearch.index_pending(resource_set.pk) == 4
+    assert es_count(mirror, mirror.changes_index) == 4
+
+
+def test_a_claim_whose_process_was_killed_is_taken_over(use_elasticsearch):
+    """A worker killed mid-backlog never let go: the run Celery delivered again found the
+    set claimed and returned, and nothing indexed the set until the claim expired and
+    reconcile came (10 minutes on a quiet source), nor published past its changes."""
+    import socket
+
+    from django.core.cache import cache
+
+    mirror = use_elasticsearch.mirror
+    resource_set = make_set()
+    with muted_indexing():
+        created(resource_set, 4)
+    killed = subprocess.Popen([sys.executable, "-c", "pass"])
+    killed.wait()
+    claim = f"resourcesync:mirror-indexing:{resource_set.pk}"
+    assert cache.add(claim, f"{socket.gethostname()} {killed.pid}", timeout=60)
+    try:
+        assert use_elasticsearch.index_pending(resource_set.pk) == 4
+    finally:
+        cache.delete(claim)
     assert es_count(mirror, mirror.changes_index) == 4
 
 
