@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+from django.db.models import QuerySet
+
 from sitemaps.protocol.builders import DocumentPage, append_change_list, change_list_entries
 from sitemaps.protocol.records import ChangeRecord
 from sources.models import Change, ResourceSet
@@ -162,9 +164,12 @@ def holds_every_change(
     The version holds `entries` distinct changes, all among those (its ids are
     at most `through`), so equal counts mean it holds every one of them.
     """
-    window = Change.objects.filter(
-        resource_set=resource_set, datetime__gte=page.since, id__lte=through
-    )
+    return changes_from_start(resource_set, page).filter(id__lte=through).count() == entries
+
+
+def changes_from_start(resource_set: ResourceSet, page: ChangeListPage) -> QuerySet[Change]:
+    """The log's changes from the list's start on (after `since_key` at its first instant)."""
+    window = Change.objects.filter(resource_set=resource_set, datetime__gte=page.since)
     if page.since_key is not None:
         window = window.exclude(datetime=page.since, id__lte=page.since_key)
-    return window.count() == entries
+    return window

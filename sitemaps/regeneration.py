@@ -637,7 +637,7 @@ class RegenerationRun:
             or self.new_changes().exists()
             or not self.index_exists(IndexDocument.Kind.CHANGE_LIST)
         )
-        if self.now - pages[-1].since >= self.capabilities.changelist_rotation:
+        if self.rotation_due(pages[-1]):
             self.rotate(pages, changed)
             changed = True
         for position, page in enumerate(pages):  # it grows when a full open list closes
@@ -660,6 +660,14 @@ class RegenerationRun:
         # starts after the run's time, and closing it there would end it before its start.
         if pages[-1].since <= self.now:
             pages.append(self.close(pages[-1], self.now))
+
+    def rotation_due(self, page: ChangeListPage) -> bool:
+        """Whether the open list's period is over and it has a change. An empty one stays
+        open: closed, it would be a document without `<url>`, invalid against the sitemap
+        schema, one for each period a quiet set spends."""
+        if self.now - page.since < self.capabilities.changelist_rotation:
+            return False
+        return change_list_append.changes_from_start(self.resource_set, page).exists()
 
     def change_page_due(self, page: ChangeListPage, changed: bool) -> bool:
         """A final list only in a full run; the open one only when it has new changes or

@@ -349,3 +349,23 @@ def test_a_document_read_while_the_database_is_down_is_a_503_to_retry(client, mo
 
     assert response.status_code == 503
     assert response["Retry-After"] == "5"
+
+
+def test_a_quiet_set_closes_no_empty_change_list(client):
+    """Every rotation period closed the open list, changes or not: a quiet set gained an
+    empty list a period, each invalid against the sitemap schema (one <url> at least)."""
+    from sitemaps.regeneration import regenerate
+
+    resource_set = make_set()
+    created(resource_set, 2)
+    rotate_after(resource_set, timedelta(seconds=0))  # every run finds the rotation due
+    for _ in range(3):
+        regenerate(resource_set)
+
+    closed = ChangeListPage.objects.filter(until__isnull=False)
+    assert [page.entries for page in closed] == [2]
+    for page in closed:
+        assert_valid(body(client, f"{BASE}/changelist-{page.number}.xml"))
+    created(resource_set, 1, start=5)  # the quiet open list takes the next change
+    assert ChangeListPage.objects.count() == 3
+    assert every_listed_change(client) == [f"http://data.example.org/r/{n:07d}" for n in (0, 1, 5)]
