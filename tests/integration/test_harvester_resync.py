@@ -421,38 +421,52 @@ def test_incremental_from_change_list_index_reads_only_intersecting_parts(
     assert not copy_of(source, destination, "x").exists()
 
 
+def change_package(
+    source: Source,
+    name: str,
+    since: str,
+    until: str | None,
+    changes: list[tuple[Resource, bytes]],
+    broken: bytes | None = None,
+) -> Resource:
+    """Serve a Change Dump package of `changes` (each with its member's bytes), or the
+    `broken` bytes in its place, and describe it as its dump lists it."""
+    manifest = ChangeDumpManifest()
+    manifest.md_from = since
+    if until:
+        manifest.md_until = until
+    manifest.add([resource for resource, _ in changes])
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("manifest.xml", manifest.as_xml())
+        for resource, content in changes:
+            if resource.path:
+                archive.writestr(resource.path.lstrip("/"), content)
+    package = broken or buffer.getvalue()
+    source.put(name, package)
+    return described(
+        source.url(name), package, mime_type="application/zip", md_from=since, md_until=until
+    )
+
+
+def dumped_change(
+    source: Source, path: str, content: bytes, kind: str, when: str, member: str
+) -> tuple[Resource, bytes]:
+    return described(source.url(path), content, change=kind, datetime=when, path=member), content
+
+
+def change_dump(source: Source, packages: list[Resource]) -> str:
+    dump = ChangeDump()
+    dump.md_from = AT
+    dump.up = source.url("capabilitylist.xml")
+    dump.add(packages)
+    return source.publish("changedump.xml", dump.as_xml())
+
+
 def test_incremental_prefers_the_change_dump(source: Source, destination: Path) -> None:
     baseline(source, destination, {"a": b"a v1", "b": b"b v1"})
-
-    def package(
-        name: str, since: str, until: str | None, changes: list[tuple[Resource, bytes]]
-    ) -> Resource:
-        manifest = ChangeDumpManifest()
-        manifest.md_from = since
-        if until:
-            manifest.md_until = until
-        manifest.add([resource for resource, _ in changes])
-        buffer = io.BytesIO()
-        with zipfile.ZipFile(buffer, "w") as archive:
-            archive.writestr("manifest.xml", manifest.as_xml())
-            for resource, content in changes:
-                if resource.path:
-                    archive.writestr(resource.path.lstrip("/"), content)
-        source.put(name, buffer.getvalue())
-        return described(
-            source.url(name),
-            buffer.getvalue(),
-            mime_type="application/zip",
-            md_from=since,
-            md_until=until,
-        )
-
-    def change(
-        path: str, content: bytes, kind: str, when: str, member: str
-    ) -> tuple[Resource, bytes]:
-        return described(
-            source.url(path), content, change=kind, datetime=when, path=member
-        ), content
+    package = partial(change_package, source)
+    change = partial(dumped_change, source)
 
     packages = [
         package(
@@ -487,14 +501,10 @@ def test_incremental_prefers_the_change_dump(source: Source, destination: Path) 
             ],
         ),
     ]
-    dump = ChangeDump()
-    dump.md_from = AT
-    dump.up = source.url("capabilitylist.xml")
-    dump.add(packages)
     source.capability_list(
         resourcelist=source.url("resourcelist.xml"),
         changelist=change_list(source, "changelist.xml", [], since=AT),
-        changedump=source.publish("changedump.xml", dump.as_xml()),
+        changedump=change_dump(source, packages),
     )
 
     report = run_harvest(
@@ -817,6 +827,103 @@ def test_a_member_that_fails_in_one_package_and_is_given_by_another(
     )
     assert warning.endswith("; taken from another package that holds it")
     assert load_state(destination, source.url("capabilitylist.xml")).synced_until == utc(AT)
+
+
+#: Ways a Change Dump package fails: each whole-package way, and one member's bytes wrong.
+BROKEN_CHANGE_PACKAGES = [*BROKEN_PACKAGES, "a member"]
+
+
+def serve_a_change_dump_with_a_broken_package(
+    source: Source, destination: Path, how: str, listed: bool
+) -> None:
+    """Baseline a, b, c, d; then cd1 gives c v2, cd2 (which fails as `how` says) a v2,
+    b deleted and d v2, cd3 d v3; the Change List (if `listed`) holds the same changes."""
+    baseline(source, destination, {"a": b"a v1", "b": b"b v1", "c": b"c v1", "d": b"d v1"})
+    source.requests.clear()
+    change = partial(dumped_change, source)
+    good = change("a", b"a v2", "updated", "2024-01-02T12:00:00Z", "/changes/a")
+    wrong = (good[0], b"A V2") if how == "a member" else good
+    cd2 = [
+        wrong,
+        (Resource(uri=source.url("b"), change="deleted", datetime="2024-01-02T13:00:00Z"), b""),
+        change("d", b"d v2", "updated", "2024-01-02T14:00:00Z", "/changes/d-v2"),
+    ]
+    cd1 = [change("c", b"c v2", "updated", "2024-01-01T12:00:00Z", "/changes/c")]
+    cd3 = [change("d", b"d v3", "updated", "2024-01-03T05:00:00Z", "/changes/d-v3")]
+    broken = BROKEN_PACKAGES[how][0] if how in BROKEN_PACKAGES else None
+    packages = [
+        change_package(source, "cd1.zip", AT, "2024-01-02T00:00:00Z", cd1),
+        change_package(
+            source, "cd2.zip", "2024-01-02T00:00:00Z", "2024-01-03T00:00:00Z", cd2, broken
+        ),
+        change_package(source, "cd3.zip", "2024-01-03T00:00:00Z", None, cd3),
+    ]
+    if how == "download":
+        (source.root / "cd2.zip").unlink()  # listed by the dump, not served: a 404
+    source.put("a", b"a v2")
+    source.put("c", b"c v2")
+    source.put("d", b"d v3")  # so fetching d v2 from its URI would fail
+    (source.root / "b").unlink()
+    documents = {"changedump": change_dump(source, packages)}
+    if listed:
+        changes = [resource for resource, _ in cd1 + cd2 + cd3]
+        documents["changelist"] = change_list(source, "changelist.xml", changes, since=AT)
+    source.capability_list(resourcelist=source.url("resourcelist.xml"), **documents)
+
+
+@pytest.mark.parametrize("how", BROKEN_CHANGE_PACKAGES)
+def test_a_failed_change_dump_package_is_made_up_for_by_the_change_list(
+    source: Source, destination: Path, how: str
+) -> None:
+    """A Change Dump package that could not be used failed the incremental run and kept
+    its sync point, so with a package broken for good every later run failed alike,
+    though the Change List held the same changes."""
+    serve_a_change_dump_with_a_broken_package(source, destination, how, listed=True)
+
+    report = run_harvest(make_config(source, destination), Mode.INCREMENTAL, now=NOW)
+
+    assert (report.downloaded, report.deleted, report.failures) == (3, 1, [])
+    # a from its URI; c from cd1 and d from cd3, the latest change of each, not fetched
+    assert [path for path in source.requests if path in ("/a", "/c", "/d")] == ["/a"]
+    assert len(source.requested("changelist.xml")) == 1
+    for path, content in {"a": b"a v2", "c": b"c v2", "d": b"d v3"}.items():
+        assert copy_of(source, destination, path).read_bytes() == content
+    assert not copy_of(source, destination, "b").exists()
+    [warning] = report.warnings
+    if how == "a member":
+        assert warning.startswith(
+            f"{source.url('a')}: not taken from the Change Dump package {source.url('cd2.zip')}"
+            " (md5 is "
+        )
+        assert warning.endswith("; taken from the Change List")
+    else:
+        assert warning.startswith(
+            f"{source.url('cd2.zip')}: package not taken from the Change Dump "
+            f"({BROKEN_PACKAGES[how][1]}"
+        )
+        assert warning.endswith("; its changes were taken from the Change List")
+    state = load_state(destination, source.url("capabilitylist.xml"))
+    assert (report.ok, state.synced_until) == (True, utc("2024-01-03T05:00:00Z"))
+
+
+@pytest.mark.parametrize("how", BROKEN_CHANGE_PACKAGES)
+@pytest.mark.parametrize("listing", ["no list", "list unreadable"])
+def test_a_failed_change_dump_package_nothing_makes_up_for_stays_a_failure(
+    source: Source, destination: Path, how: str, listing: str
+) -> None:
+    serve_a_change_dump_with_a_broken_package(source, destination, how, listed=listing != "no list")
+    if listing == "list unreadable":
+        source.planned_errors["changelist.xml"] = [403] * 3
+
+    report = run_harvest(make_config(source, destination), Mode.INCREMENTAL, now=NOW)
+
+    failed = source.url("a") if how == "a member" else source.url("cd2.zip")
+    expected = [failed] + ([source.url("changelist.xml")] if listing != "no list" else [])
+    assert sorted(f.uri for f in report.failures) == sorted(expected)
+    assert report.warnings == []
+    assert "/a" not in source.requests
+    state = load_state(destination, source.url("capabilitylist.xml"))
+    assert state.synced_until == utc(AT)
 
 
 def test_hash_mismatch_keeps_the_previous_copy_and_fails(source: Source, destination: Path) -> None:
