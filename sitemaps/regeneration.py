@@ -147,6 +147,17 @@ def start_after(until: datetime, until_key: int | None) -> datetime:
     return until if until_key is not None else until + ONE_MICROSECOND
 
 
+def rotation_due(resource_set: ResourceSet, page: ChangeListPage, now: datetime) -> bool:
+    """Whether the open list `page` closes at `now`: its period is over and it holds a
+    change by then. An empty one stays open: closed, it would be a document without
+    `<url>`, invalid against the sitemap schema, one for each period a quiet set spends.
+    The beat asks the same, or it would queue a quiet set at every beat."""
+    if now - page.since < resource_set.capabilities.changelist_rotation:
+        return False
+    window = change_list_append.changes_from_start(resource_set, page)
+    return window.filter(datetime__lte=now).exists()
+
+
 def change_watermark(resource_set: ResourceSet, generator: BaseGenerator) -> int:
     """The highest change id the generator can already show, with all before it."""
     return generator.visible_through(resource_set)
@@ -637,7 +648,7 @@ class RegenerationRun:
             or self.new_changes().exists()
             or not self.index_exists(IndexDocument.Kind.CHANGE_LIST)
         )
-        if self.rotation_due(pages[-1]):
+        if rotation_due(self.resource_set, pages[-1], self.now):
             self.rotate(pages, changed)
             changed = True
         for position, page in enumerate(pages):  # it grows when a full open list closes
@@ -660,14 +671,6 @@ class RegenerationRun:
         # starts after the run's time, and closing it there would end it before its start.
         if pages[-1].since <= self.now:
             pages.append(self.close(pages[-1], self.now))
-
-    def rotation_due(self, page: ChangeListPage) -> bool:
-        """Whether the open list's period is over and it has a change. An empty one stays
-        open: closed, it would be a document without `<url>`, invalid against the sitemap
-        schema, one for each period a quiet set spends."""
-        if self.now - page.since < self.capabilities.changelist_rotation:
-            return False
-        return change_list_append.changes_from_start(self.resource_set, page).exists()
 
     def change_page_due(self, page: ChangeListPage, changed: bool) -> bool:
         """A final list only in a full run; the open one only when it has new changes or

@@ -17,7 +17,7 @@ from sources.re_resolve import re_resolve_uris
 from . import cleanup
 from .descriptions import missing_documents
 from .models import RegenerationState
-from .regeneration import change_watermark, pending_changes, regenerate
+from .regeneration import change_watermark, pending_changes, regenerate, rotation_due
 
 logger = logging.getLogger(__name__)
 
@@ -61,8 +61,7 @@ def regenerate_due_sets() -> int:
 
 def _rotation_due(resource_set: ResourceSet) -> bool:
     open_list = resource_set.change_list_pages.filter(until__isnull=True).first()
-    rotation = resource_set.capabilities.changelist_rotation
-    return open_list is not None and timezone.now() - open_list.since >= rotation
+    return open_list is not None and rotation_due(resource_set, open_list, timezone.now())
 
 
 def schedule(resource_set: ResourceSet, *, delay: float) -> None:

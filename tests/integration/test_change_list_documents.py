@@ -369,3 +369,41 @@ def test_a_quiet_set_closes_no_empty_change_list(client):
     created(resource_set, 1, start=5)  # the quiet open list takes the next change
     assert ChangeListPage.objects.count() == 3
     assert every_listed_change(client) == [f"http://data.example.org/r/{n:07d}" for n in (0, 1, 5)]
+
+
+def test_a_change_received_once_the_run_began_closes_no_empty_list(client, monkeypatch):
+    """It made the rotation due, and the list closed at the run's time, before it: empty,
+    final, and never written again."""
+    from sitemaps.regeneration import RegenerationRun, regenerate
+
+    resource_set = make_set()
+    created(resource_set, 2)
+    rotate_after(resource_set, timedelta(seconds=0))
+    regenerate(resource_set)  # closes the first list; the second, open, stays empty
+    change_lists = RegenerationRun.change_lists
+
+    def received_meanwhile(run):
+        monkeypatch.setattr(RegenerationRun, "change_lists", change_lists)
+        created(resource_set, 1, start=9)  # dated after the run's time
+        return change_lists(run)
+
+    monkeypatch.setattr(RegenerationRun, "change_lists", received_meanwhile)
+    regenerate(resource_set)
+    regenerate(resource_set)  # the next run closes the list that holds it
+
+    closed = ChangeListPage.objects.filter(until__isnull=False)
+    assert [page.entries for page in closed] == [2, 1]
+
+
+def test_the_beat_leaves_a_quiet_set_alone():
+    """Its open list stays open, so a beat that asked only whether the period was over
+    queued a run at every beat, for ever, each doing nothing."""
+    from sitemaps import tasks
+    from sitemaps.regeneration import regenerate
+
+    resource_set = make_set()
+    created(resource_set, 2)
+    rotate_after(resource_set, timedelta(seconds=0))
+    regenerate(resource_set)  # the first list closed, the second open and empty
+
+    assert [tasks.regenerate_due_sets() for _ in range(3)] == [0, 0, 0]
