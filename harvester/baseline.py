@@ -150,7 +150,8 @@ def extract_dump(
     unextracted: dict[str, Outcome] = {}
     given: set[str] = set()
     with work_directory(session) as work:
-        manifests = read_packages(session, documents, work, unread)
+        entries = [entry for document in documents for entry in document.entries]
+        manifests = read_packages(session, entries, work, unread)
         session.progress.start("extract", sum(len(m.entries) for _, m in manifests))
         for package, manifest in manifests:
             given |= extract_members(session, package, manifest.entries, aside=unextracted)
@@ -160,12 +161,15 @@ def extract_dump(
 
 
 def read_packages(
-    session: HarvestSession, documents: list[Document], work: Path, unread: dict[str, Outcome]
+    session: HarvestSession,
+    entries: list[ParsedEntry],
+    work: Path,
+    unread: dict[str, Outcome],
+    kind: str = Capability.RESOURCE_DUMP_MANIFEST,
 ) -> list[tuple[Package, Document]]:
-    """Download every package of the dump and read its manifest; failures go to `unread`."""
-    entries = [entry for document in documents for entry in document.entries]
+    """Download the dump's packages `entries` name and read each one's manifest (of
+    capability `kind`); failures go to `unread`."""
     packages = download_packages(session, entries, work, aside=unread)
-    kind = Capability.RESOURCE_DUMP_MANIFEST
     return [(p, m) for p in packages if (m := read_manifest(session, p, kind, aside=unread))]
 
 

@@ -3,7 +3,8 @@
 Per harvesting workflow 002: a Change Dump is preferred when advertised (only
 packages whose interval intersects the range are fetched, and the changes of a
 package that cannot be used, or of a member that fails, are taken from the
-Change List for that package's interval, with a warning); otherwise the
+Change List for that package's interval, with a warning, if the list read
+spans that interval and has no undated change in it); otherwise the
 Change List is read (a plain list, or those parts of an index whose interval
 intersects the range). Changes are kept when their `datetime` is within the
 range, bounds included, and only the latest change per resource is applied:
@@ -21,16 +22,12 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Iterable
+from dataclasses import replace
 from typing import Any
 
+from harvester.baseline import read_packages
 from harvester.changes import Change, intersects, latest_changes
-from harvester.dumps import (
-    Package,
-    download_packages,
-    extract_members,
-    read_manifest,
-    work_directory,
-)
+from harvester.dumps import Package, extract_members, work_directory
 from harvester.report import Outcome
 from harvester.session import HarvestSession
 from harvester.transfer import delete_resources, download_resources
@@ -101,37 +98,48 @@ def incremental_from_dump(
     """Extract created/updated bitstreams from the Change Dump's packages, remove deleted ones;
     what a package or member fails to give, the Change List (`listing`) gives if it can."""
     documents = _documents_in_range(session, url, Capability.CHANGE_DUMP, range_from, range_until)
+    _warn_on_gap(session, documents, range_from)
     intervals = {
         entry.loc: entry
         for document in documents
         for entry in document.entries
         if intersects(entry.from_, entry.until, range_from, range_until)
     }
-    _warn_on_gap(session, documents, range_from)
     unread: dict[str, Outcome] = {}
     unextracted: dict[str, Outcome] = {}
-    stand_in = ChangeListStandIn(session, listing, range_from, range_until)
     with work_directory(session) as work:
-        changes: list[Change[Origin]] = []
-        for package in download_packages(session, list(intervals.values()), work, aside=unread):
-            kind = Capability.CHANGE_DUMP_MANIFEST
-            manifest = read_manifest(session, package, kind, aside=unread)
-            for entry in manifest.entries if manifest else ():
-                changes.append(Change(entry=entry, origin=package, position=len(changes)))
-        changes += stand_in.for_packages([intervals[url] for url in unread], unread, len(changes))
-        selected = latest_changes(changes, range_from, range_until)
-        packed = [c for c in selected if isinstance(c.origin, Package) and _brings_bytes(c)]
-        session.progress.start("extract", len(packed))
-        for package in dict.fromkeys(_package(change) for change in packed):
-            entries = [c.entry for c in packed if c.origin is package]
-            extract_members(session, package, entries, aside=unextracted)
-    failed = [c for c in packed if c.uri in unextracted]
-    given = {c.uri: c for c in stand_in.for_members(failed, intervals, unextracted)}
-    selected = [given.get(c.uri, c) for c in selected]
+        kind = Capability.CHANGE_DUMP_MANIFEST
+        manifests = read_packages(session, list(intervals.values()), work, unread, kind)
+        packed = _changes_of(manifests)
+        _extract(session, latest_changes(packed, range_from, range_until), unextracted)
+    # The list is read once, after every failure is known; a package's change a later one
+    # in a failed package's interval supersedes was extracted in vain, and is overwritten.
+    stand_in = ChangeListStandIn(session, listing, range_from, range_until)
+    selected = stand_in.make_up(packed, intervals, unread, unextracted)
     listed = [c for c in selected if _brings_bytes(c) and not isinstance(c.origin, Package)]
     download_resources(session, [c.entry for c in listed])
     delete_resources(session, [c.uri for c in selected if c.kind == ChangeType.DELETED])
     return selected
+
+
+def _changes_of(manifests: list[tuple[Package, Document]]) -> list[Change[Origin]]:
+    """The changes the packages' manifests list, numbered in the dump's order."""
+    entries = [(package, entry) for package, manifest in manifests for entry in manifest.entries]
+    return [
+        Change(entry=entry, origin=package, position=position)
+        for position, (package, entry) in enumerate(entries)
+    ]
+
+
+def _extract(
+    session: HarvestSession, selected: list[Change[Origin]], unextracted: dict[str, Outcome]
+) -> None:
+    """Extract the members of the selected changes that bring bytes; failures go aside."""
+    packed = [c for c in selected if _brings_bytes(c)]
+    session.progress.start("extract", len(packed))
+    for package in dict.fromkeys(_package(change) for change in packed):
+        entries = [c.entry for c in packed if c.origin is package]
+        extract_members(session, package, entries, aside=unextracted)
 
 
 def _brings_bytes(change: Change[Origin]) -> bool:
@@ -140,8 +148,11 @@ def _brings_bytes(change: Change[Origin]) -> bool:
 
 
 class ChangeListStandIn:
-    """The Change List read for the intervals of packages (or members) that failed, so
-    their changes are still applied; without a list read whole their failures stand."""
+    """The Change List, read once for the intervals of all the packages (and members' packages)
+    that failed, so their changes are still applied; a failure stands where the list is not
+    read whole, does not span the package's interval within the range (it starts later, as
+    after retention, or ends earlier), or has changes in it without a `datetime` (which
+    cannot be placed in the interval, so what the package held is unknown)."""
 
     def __init__(
         self,
@@ -153,56 +164,141 @@ class ChangeListStandIn:
         self.session, self.listing = session, listing
         self.range_from, self.range_until = range_from, range_until
 
-    def for_packages(
-        self, packages: list[ParsedEntry], unread: dict[str, Outcome], position: int
-    ) -> list[Change[Origin]]:
-        """The listed changes in the failed packages' intervals, each package a warning;
-        or none, each package a failure."""
-        listed = self._changes_within(packages, position) if packages else None
-        for outcome in unread.values():
-            if listed is None:
-                self.session.report.add(outcome)
-            else:
-                self.session.report.warnings.append(
-                    f"{outcome.uri}: package not taken from the Change Dump ({outcome.reason}); "
-                    "its changes were taken from the Change List"
-                )
-        return list(listed or [])
-
-    def for_members(
+    def make_up(
         self,
-        failed: list[Change[Origin]],
+        packed: list[Change[Origin]],
         intervals: dict[str, ParsedEntry],
+        unread: dict[str, Outcome],
         unextracted: dict[str, Outcome],
     ) -> list[Change[Origin]]:
-        """The latest listed change of each failed member's resource within its package's
-        interval, with a warning; a member the list has no change for stays a failure."""
-        packages = [intervals[_package(change).url] for change in failed]
-        listed = self._changes_within(packages, 0) if failed else None
-        latest = {c.uri: c for c in latest_changes(listed or [], self.range_from, self.range_until)}
-        given: list[Change[Origin]] = []
-        for change in failed:
-            outcome = unextracted[change.uri]
-            if (stand_in := latest.get(change.uri)) is None:
-                self.session.report.add(outcome)
+        """The latest change per resource of the packages read and of the list for the
+        packages that failed (a package's change winning over the list's copy of it), each
+        failed member replaced by the list's change to it, or recorded as a failure."""
+        selected = latest_changes(packed, self.range_from, self.range_until)
+        failed = [c for c in selected if c.uri in unextracted]
+        needed = [intervals[url] for url in unread] + [
+            intervals[_package(change).url] for change in failed
+        ]
+        documents = self._read(needed) if needed else None
+        listed = self._for_packages(documents, [intervals[url] for url in unread], unread)
+        selected = latest_changes(listed + packed, self.range_from, self.range_until)
+        given = self._for_members(documents, failed, selected, intervals, unextracted)
+        return [given.get(change.uri, change) for change in selected]
+
+    def _for_packages(
+        self,
+        documents: list[Document] | None,
+        packages: list[ParsedEntry],
+        unread: dict[str, Outcome],
+    ) -> list[Change[Origin]]:
+        """The listed changes in the failed packages' intervals the list stands in for, each
+        package a warning; each other package a failure. Positioned before every package's
+        change, so a package read gives a change the list also holds (at a shared bound)."""
+        entries = list(_entries(documents or []))
+        listed: list[Change[Origin]] = []
+        for package in packages:
+            outcome = unread[package.loc]
+            start, end = self._bounds(package)
+            why = self._why_not(documents, start, end, entries, uri=None)
+            if why:
+                self.session.report.add(_because(outcome, why))
                 continue
-            given.append(stand_in)
+            listed += [
+                Change(entry=entry, origin=document, position=number - len(entries))
+                for number, (document, entry) in enumerate(entries)
+                if entry.datetime is not None and start <= entry.datetime <= end
+            ]
             self.session.report.warnings.append(
-                f"{change.uri}: not taken from the Change Dump package {_package(change).url} "
+                f"{outcome.uri}: package not taken from the Change Dump ({outcome.reason}); "
+                "its changes were taken from the Change List"
+            )
+        return listed
+
+    def _for_members(
+        self,
+        documents: list[Document] | None,
+        failed: list[Change[Origin]],
+        selected: list[Change[Origin]],
+        intervals: dict[str, ParsedEntry],
+        unextracted: dict[str, Outcome],
+    ) -> dict[str, Change[Origin]]:
+        """By URI, the list's latest change to each failed member's resource within its
+        package's interval, no older than the member's change, with a warning; a member the
+        list gives no such change for stays a failure (one a later listed change superseded
+        needs none)."""
+        entries = list(_entries(documents or []))
+        latest = {change.uri: change for change in selected}
+        given: dict[str, Change[Origin]] = {}
+        for change in failed:
+            outcome, package = unextracted[change.uri], _package(change).url
+            superseded = latest[change.uri] is not change
+            start, end = self._bounds(intervals[package])
+            start = max(start, change.entry.datetime or start)
+            why = self._why_not(documents, start, end, entries, uri=change.uri)
+            stand_in = None if why else self._latest(entries, change.uri, start, end)
+            if not superseded and stand_in is None:
+                self.session.report.add(
+                    _because(outcome, why or "the Change List has no change to it")
+                )
+                continue
+            if stand_in is not None and not superseded:
+                given[change.uri] = stand_in
+            self.session.report.warnings.append(
+                f"{change.uri}: not taken from the Change Dump package {package} "
                 f"({outcome.reason}); taken from the Change List"
             )
         return given
 
-    def _changes_within(
-        self, packages: list[ParsedEntry], position: int
-    ) -> list[Change[Origin]] | None:
-        """The Change List's changes whose `datetime` lies in one of the packages' intervals
-        (one without a `datetime` cannot be placed in one), or None if it is not advertised
-        or not read whole (a failure recorded)."""
+    @staticmethod
+    def _latest(
+        entries: list[tuple[Document, ParsedEntry]],
+        uri: str,
+        start: dt.datetime,
+        end: dt.datetime,
+    ) -> Change[Origin] | None:
+        """The list's latest dated change to `uri` within [start, end]."""
+        changes: list[Change[Origin]] = [
+            Change(entry=entry, origin=document, position=number)
+            for number, (document, entry) in enumerate(entries)
+            if entry.loc == uri and entry.datetime is not None
+        ]
+        return next(iter(latest_changes(changes, start, end)), None)
+
+    def _bounds(self, package: ParsedEntry) -> tuple[dt.datetime, dt.datetime]:
+        """The package's interval within the run's range."""
+        start = max(self.range_from, package.from_ or self.range_from)
+        return start, min(self.range_until, package.until or self.range_until)
+
+    @staticmethod
+    def _why_not(
+        documents: list[Document] | None,
+        start: dt.datetime,
+        end: dt.datetime,
+        entries: list[tuple[Document, ParsedEntry]],
+        uri: str | None,
+    ) -> str:
+        """Why the list cannot vouch for the changes (to `uri`, or all) in [start, end]:
+        not read whole, not spanning it, or undated changes in a document that overlaps it."""
+        if documents is None:
+            return "no Change List read whole stands in"
+        if not _spans(documents, start, end):
+            return f"the Change List does not span {start.isoformat()}..{end.isoformat()}"
+        if any(
+            entry.datetime is None
+            and uri in (None, entry.loc)
+            and intersects(document.from_, document.until, start, end)
+            for document, entry in entries
+        ):
+            return "the Change List has changes without a datetime that may lie in it"
+        return ""
+
+    def _read(self, intervals: list[ParsedEntry]) -> list[Document] | None:
+        """The Change List's documents over the failed intervals, read once; None if it is not
+        advertised or not read whole (a failure recorded)."""
         if self.listing is None:
             return None
-        start = max(self.range_from, min(p.from_ or self.range_from for p in packages))
-        end = min(self.range_until, max(p.until or self.range_until for p in packages))
+        bounds = [self._bounds(interval) for interval in intervals]
+        start, end = min(b[0] for b in bounds), max(b[1] for b in bounds)
         failed_before = self.session.report.failed
         try:
             documents = _documents_in_range(
@@ -213,12 +309,28 @@ class ChangeListStandIn:
             return None
         if self.session.report.failed != failed_before:
             return None  # a part failed: what the packages held may be in it
-        return [
-            Change(entry=entry, origin=document, position=position + number)
-            for number, (document, entry) in enumerate(_entries(documents))
-            if entry.datetime is not None
-            and any(intersects(p.from_, p.until, entry.datetime, entry.datetime) for p in packages)
-        ]
+        return documents
+
+
+def _spans(documents: list[Document], start: dt.datetime, end: dt.datetime) -> bool:
+    """Whether the documents' [from, until] intervals, together, cover [start, end] without
+    a gap (one with no `until` reaches the present; one with no `from` vouches for none)."""
+    reached = start
+    for document in sorted(
+        (d for d in documents if d.from_ is not None), key=lambda d: d.from_ or start
+    ):
+        assert document.from_ is not None
+        if document.from_ > reached:
+            break
+        if document.until is None or document.until >= end:
+            return True
+        reached = max(reached, document.until)
+    return False
+
+
+def _because(outcome: Outcome, why: str) -> Outcome:
+    """The failure with why the Change List did not make up for it."""
+    return replace(outcome, reason=f"{outcome.reason}; {why}" if why else outcome.reason)
 
 
 def _package(change: Change[Origin]) -> Package:

@@ -926,6 +926,190 @@ def test_a_failed_change_dump_package_nothing_makes_up_for_stays_a_failure(
     assert state.synced_until == utc(AT)
 
 
+@pytest.mark.parametrize("how", ["not a ZIP", "download"])
+@pytest.mark.parametrize(
+    ("since", "until"),
+    [("2024-01-03T00:00:00Z", None), (AT, "2024-01-02T18:00:00Z")],
+    ids=["list starts after the package", "list ends inside the package"],
+)
+def test_a_change_list_that_does_not_span_a_failed_package_does_not_stand_in(
+    source: Source, destination: Path, how: str, since: str, until: str | None
+) -> None:
+    """A list that starts later (retention) or ends early cannot vouch for what the failed
+    package held: its changes would be lost, and the sync point moved past them."""
+    serve_a_change_dump_with_a_broken_package(source, destination, how, listed=False)
+    d3 = described(source.url("d"), b"d v3", change="updated", datetime="2024-01-03T05:00:00Z")
+    listing = change_list(source, "changelist.xml", [d3], since=since, until=until)
+    source.capability_list(
+        resourcelist=source.url("resourcelist.xml"),
+        changelist=listing,
+        changedump=source.url("changedump.xml"),
+    )
+
+    report = run_harvest(make_config(source, destination), Mode.INCREMENTAL, now=NOW)
+
+    [failure] = report.failures
+    assert failure.uri == source.url("cd2.zip")
+    assert "; the Change List does not span 2024-01-02T00:00:00+00:00.." in failure.reason
+    assert report.warnings == []
+    assert load_state(destination, source.url("capabilitylist.xml")).synced_until == utc(AT)
+    assert copy_of(source, destination, "b").exists()  # its deletion was in cd2 only
+
+
+def test_an_undated_list_entry_in_a_failed_package_interval_keeps_the_failure(
+    source: Source, destination: Path
+) -> None:
+    """An undated change cannot be placed in the package's interval: what it stands for is
+    unknown, so the list does not stand in."""
+    serve_a_change_dump_with_a_broken_package(source, destination, "not a ZIP", listed=False)
+    a2 = described(source.url("a"), b"a v2", change="updated", datetime="2024-01-02T12:00:00Z")
+    undated = Resource(uri=source.url("b"), change="deleted")
+    listing = change_list(source, "changelist.xml", [a2, undated], since=AT)
+    source.capability_list(
+        resourcelist=source.url("resourcelist.xml"),
+        changelist=listing,
+        changedump=source.url("changedump.xml"),
+    )
+
+    report = run_harvest(make_config(source, destination), Mode.INCREMENTAL, now=NOW)
+
+    [failure] = report.failures
+    assert failure.uri == source.url("cd2.zip")
+    assert failure.reason.endswith(
+        "; the Change List has changes without a datetime that may lie in it"
+    )
+    assert load_state(destination, source.url("capabilitylist.xml")).synced_until == utc(AT)
+
+
+def serve_a_failed_package_and_a_failed_member(
+    source: Source, destination: Path, e_at: str = "2024-01-03T12:00:00Z"
+) -> str:
+    """Baseline a, e; cd2 ([AT, 01-03]) is not a ZIP and held a v2; cd3 (from 01-03) holds
+    e v2 at `e_at` with wrong bytes; the Change List holds both changes. Its URL."""
+    baseline(source, destination, {"a": b"a v1", "e": b"e v1"})
+    source.requests.clear()
+    change = partial(dumped_change, source)
+    a2 = change("a", b"a v2", "updated", "2024-01-02T12:00:00Z", "/changes/a")
+    e2 = change("e", b"e v2", "updated", e_at, "/changes/e")
+    packages = [
+        change_package(source, "cd2.zip", AT, "2024-01-03T00:00:00Z", [a2], b"not a ZIP"),
+        change_package(source, "cd3.zip", "2024-01-03T00:00:00Z", None, [(e2[0], b"E V2")]),
+    ]
+    source.put("a", b"a v2")
+    source.put("e", b"e v2")
+    listing = change_list(source, "changelist.xml", [a2[0], e2[0]], since=AT)
+    source.capability_list(
+        resourcelist=source.url("resourcelist.xml"),
+        changelist=listing,
+        changedump=change_dump(source, packages),
+    )
+    return listing
+
+
+def test_a_failed_package_and_a_failed_member_read_the_change_list_once(
+    source: Source, destination: Path
+) -> None:
+    serve_a_failed_package_and_a_failed_member(source, destination)
+
+    report = run_harvest(make_config(source, destination), Mode.INCREMENTAL, now=NOW)
+
+    assert len(source.requested("changelist.xml")) == 1
+    assert (report.ok, len(report.warnings)) == (True, 2)
+    for path in ("a", "e"):
+        assert copy_of(source, destination, path).read_bytes() == path.encode() + b" v2"
+
+
+def test_an_unreadable_change_list_is_one_failure_for_a_package_and_a_member(
+    source: Source, destination: Path
+) -> None:
+    listing = serve_a_failed_package_and_a_failed_member(source, destination)
+    source.planned_errors["changelist.xml"] = [403] * 6
+
+    report = run_harvest(make_config(source, destination), Mode.INCREMENTAL, now=NOW)
+
+    assert sorted(f.uri for f in report.failures) == sorted(
+        [source.url("cd2.zip"), source.url("e"), listing]
+    )
+    assert len(source.requested("changelist.xml")) == 1
+
+
+def test_a_change_a_package_gives_wins_over_the_lists_copy_at_a_shared_boundary(
+    source: Source, destination: Path
+) -> None:
+    """e changed at the instant cd2 (failed) ends and cd3 (read fine) starts: cd3 gives it."""
+    baseline(source, destination, {"a": b"a v1", "e": b"e v1"})
+    source.requests.clear()
+    change = partial(dumped_change, source)
+    a2 = change("a", b"a v2", "updated", "2024-01-02T12:00:00Z", "/changes/a")
+    e2 = change("e", b"e v2", "updated", "2024-01-03T00:00:00Z", "/changes/e")
+    packages = [
+        change_package(source, "cd2.zip", AT, "2024-01-03T00:00:00Z", [a2], b"not a ZIP"),
+        change_package(source, "cd3.zip", "2024-01-03T00:00:00Z", None, [e2]),
+    ]
+    source.put("a", b"a v2")
+    source.put("e", b"e v2")
+    listing = change_list(source, "changelist.xml", [a2[0], e2[0]], since=AT)
+    source.capability_list(
+        resourcelist=source.url("resourcelist.xml"),
+        changelist=listing,
+        changedump=change_dump(source, packages),
+    )
+
+    report = run_harvest(make_config(source, destination), Mode.INCREMENTAL, now=NOW)
+
+    assert report.ok
+    assert [path for path in source.requests if path in ("/a", "/e")] == ["/a"]
+    assert copy_of(source, destination, "e").read_bytes() == b"e v2"
+
+
+def test_a_failed_members_stand_in_is_no_older_than_its_change(
+    source: Source, destination: Path
+) -> None:
+    """The list's change to e in cd3's interval predates the member's: it is not the change
+    the member held, so the member stays a failure."""
+    serve_a_failed_package_and_a_failed_member(source, destination)
+    a2 = described(source.url("a"), b"a v2", change="updated", datetime="2024-01-02T12:00:00Z")
+    e1 = described(source.url("e"), b"e v2", change="updated", datetime="2024-01-03T06:00:00Z")
+    change_list(source, "changelist.xml", [a2, e1], since=AT)
+
+    report = run_harvest(make_config(source, destination), Mode.INCREMENTAL, now=NOW)
+
+    assert [f.uri for f in report.failures] == [source.url("e")]
+    assert "/e" not in source.requests
+    assert copy_of(source, destination, "e").read_bytes() == b"e v1"
+
+
+def test_a_failed_members_stand_in_is_from_its_own_packages_interval(
+    source: Source, destination: Path
+) -> None:
+    """a's member in cd1 and e's in cd3 fail; the list's later change to a, in cd3's
+    interval (which the dump does not hold), is not a's stand-in: its change in cd1's is."""
+    baseline(source, destination, {"a": b"a v1", "e": b"e v1"})
+    source.requests.clear()
+    change = partial(dumped_change, source)
+    a2 = change("a", b"a v2", "updated", "2024-01-01T12:00:00Z", "/changes/a")
+    e2 = change("e", b"e v2", "updated", "2024-01-02T12:00:00Z", "/changes/e")
+    packages = [
+        change_package(source, "cd1.zip", AT, "2024-01-02T00:00:00Z", [(a2[0], b"A V2")]),
+        change_package(source, "cd3.zip", "2024-01-02T00:00:00Z", None, [(e2[0], b"E V2")]),
+    ]
+    source.put("a", b"a v2")
+    source.put("e", b"e v2")
+    a3 = described(source.url("a"), b"a v3", change="updated", datetime="2024-01-02T06:00:00Z")
+    listing = change_list(source, "changelist.xml", [a2[0], a3, e2[0]], since=AT)
+    source.capability_list(
+        resourcelist=source.url("resourcelist.xml"),
+        changelist=listing,
+        changedump=change_dump(source, packages),
+    )
+
+    report = run_harvest(make_config(source, destination), Mode.INCREMENTAL, now=NOW)
+
+    assert (report.ok, report.failures) == (True, [])
+    for path in ("a", "e"):
+        assert copy_of(source, destination, path).read_bytes() == path.encode() + b" v2"
+
+
 def test_hash_mismatch_keeps_the_previous_copy_and_fails(source: Source, destination: Path) -> None:
     baseline(source, destination, {"a": b"a v1"})
     source.put("a", b"a v9")  # what is served differs from what is listed, same length
