@@ -926,6 +926,16 @@ def test_a_failed_change_dump_package_nothing_makes_up_for_stays_a_failure(
     assert state.synced_until == utc(AT)
 
 
+def incremental_beside(source: Source, destination: Path, listing: str) -> SyncReport:
+    """An incremental run of the Change Dump served, with `listing` advertised beside it."""
+    source.capability_list(
+        resourcelist=source.url("resourcelist.xml"),
+        changelist=listing,
+        changedump=source.url("changedump.xml"),
+    )
+    return run_harvest(make_config(source, destination), Mode.INCREMENTAL, now=NOW)
+
+
 @pytest.mark.parametrize("how", ["not a ZIP", "download"])
 @pytest.mark.parametrize(
     ("since", "until"),
@@ -940,13 +950,8 @@ def test_a_change_list_that_does_not_span_a_failed_package_does_not_stand_in(
     serve_a_change_dump_with_a_broken_package(source, destination, how, listed=False)
     d3 = described(source.url("d"), b"d v3", change="updated", datetime="2024-01-03T05:00:00Z")
     listing = change_list(source, "changelist.xml", [d3], since=since, until=until)
-    source.capability_list(
-        resourcelist=source.url("resourcelist.xml"),
-        changelist=listing,
-        changedump=source.url("changedump.xml"),
-    )
 
-    report = run_harvest(make_config(source, destination), Mode.INCREMENTAL, now=NOW)
+    report = incremental_beside(source, destination, listing)
 
     [failure] = report.failures
     assert failure.uri == source.url("cd2.zip")
@@ -965,13 +970,8 @@ def test_an_undated_list_entry_in_a_failed_package_interval_keeps_the_failure(
     a2 = described(source.url("a"), b"a v2", change="updated", datetime="2024-01-02T12:00:00Z")
     undated = Resource(uri=source.url("b"), change="deleted")
     listing = change_list(source, "changelist.xml", [a2, undated], since=AT)
-    source.capability_list(
-        resourcelist=source.url("resourcelist.xml"),
-        changelist=listing,
-        changedump=source.url("changedump.xml"),
-    )
 
-    report = run_harvest(make_config(source, destination), Mode.INCREMENTAL, now=NOW)
+    report = incremental_beside(source, destination, listing)
 
     [failure] = report.failures
     assert failure.uri == source.url("cd2.zip")
@@ -982,10 +982,14 @@ def test_an_undated_list_entry_in_a_failed_package_interval_keeps_the_failure(
 
 
 def serve_a_failed_package_and_a_failed_member(
-    source: Source, destination: Path, e_at: str = "2024-01-03T12:00:00Z"
+    source: Source,
+    destination: Path,
+    e_at: str = "2024-01-03T12:00:00Z",
+    e_bytes: bytes | None = b"E V2",
 ) -> str:
     """Baseline a, e; cd2 ([AT, 01-03]) is not a ZIP and held a v2; cd3 (from 01-03) holds
-    e v2 at `e_at` with wrong bytes; the Change List holds both changes. Its URL."""
+    e v2 at `e_at` with `e_bytes` (wrong ones; None: right); the Change List holds both
+    changes. Its URL."""
     baseline(source, destination, {"a": b"a v1", "e": b"e v1"})
     source.requests.clear()
     change = partial(dumped_change, source)
@@ -993,7 +997,13 @@ def serve_a_failed_package_and_a_failed_member(
     e2 = change("e", b"e v2", "updated", e_at, "/changes/e")
     packages = [
         change_package(source, "cd2.zip", AT, "2024-01-03T00:00:00Z", [a2], b"not a ZIP"),
-        change_package(source, "cd3.zip", "2024-01-03T00:00:00Z", None, [(e2[0], b"E V2")]),
+        change_package(
+            source,
+            "cd3.zip",
+            "2024-01-03T00:00:00Z",
+            None,
+            [e2 if e_bytes is None else (e2[0], e_bytes)],
+        ),
     ]
     source.put("a", b"a v2")
     source.put("e", b"e v2")
@@ -1037,22 +1047,8 @@ def test_a_change_a_package_gives_wins_over_the_lists_copy_at_a_shared_boundary(
     source: Source, destination: Path
 ) -> None:
     """e changed at the instant cd2 (failed) ends and cd3 (read fine) starts: cd3 gives it."""
-    baseline(source, destination, {"a": b"a v1", "e": b"e v1"})
-    source.requests.clear()
-    change = partial(dumped_change, source)
-    a2 = change("a", b"a v2", "updated", "2024-01-02T12:00:00Z", "/changes/a")
-    e2 = change("e", b"e v2", "updated", "2024-01-03T00:00:00Z", "/changes/e")
-    packages = [
-        change_package(source, "cd2.zip", AT, "2024-01-03T00:00:00Z", [a2], b"not a ZIP"),
-        change_package(source, "cd3.zip", "2024-01-03T00:00:00Z", None, [e2]),
-    ]
-    source.put("a", b"a v2")
-    source.put("e", b"e v2")
-    listing = change_list(source, "changelist.xml", [a2[0], e2[0]], since=AT)
-    source.capability_list(
-        resourcelist=source.url("resourcelist.xml"),
-        changelist=listing,
-        changedump=change_dump(source, packages),
+    serve_a_failed_package_and_a_failed_member(
+        source, destination, e_at="2024-01-03T00:00:00Z", e_bytes=None
     )
 
     report = run_harvest(make_config(source, destination), Mode.INCREMENTAL, now=NOW)
