@@ -4,7 +4,8 @@ Per harvesting workflow 002: a Change Dump is preferred when advertised (only
 packages whose interval intersects the range are fetched, and the changes of a
 package that cannot be used, or of a member that fails, are taken from the
 Change List for that package's interval, with a warning, if the list read
-spans that interval and has no undated change in it); otherwise the
+spans that interval and neither it there nor a package read has an undated
+change); otherwise the
 Change List is read (a plain list, or those parts of an index whose interval
 intersects the range). Changes are kept when their `datetime` is within the
 range, bounds included, and only the latest change per resource is applied:
@@ -163,6 +164,9 @@ class ChangeListStandIn:
     ) -> None:
         self.session, self.listing = session, listing
         self.range_from, self.range_until = range_from, range_until
+        #: Whether a package read holds an undated change: a listed change is ordered
+        #: against it only by position, which says nothing across the two sources.
+        self.undated_read = False
 
     def make_up(
         self,
@@ -174,6 +178,7 @@ class ChangeListStandIn:
         """The latest change per resource of the packages read and of the list for the
         packages that failed (a package's change winning over the list's copy of it), each
         failed member replaced by the list's change to it, or recorded as a failure."""
+        self.undated_read = any(change.entry.datetime is None for change in packed)
         selected = latest_changes(packed, self.range_from, self.range_until)
         failed = [c for c in selected if c.uri in unextracted]
         needed = [intervals[url] for url in unread] + [
@@ -269,8 +274,8 @@ class ChangeListStandIn:
         start = max(self.range_from, package.from_ or self.range_from)
         return start, min(self.range_until, package.until or self.range_until)
 
-    @staticmethod
     def _why_not(
+        self,
         documents: list[Document] | None,
         start: dt.datetime,
         end: dt.datetime,
@@ -278,9 +283,12 @@ class ChangeListStandIn:
         uri: str | None,
     ) -> str:
         """Why the list cannot vouch for the changes (to `uri`, or all) in [start, end]:
-        not read whole, not spanning it, or undated changes in a document that overlaps it."""
+        not read whole, undated changes in a package read, the list not spanning it, or
+        undated changes in a document of it that overlaps it."""
         if documents is None:
             return "no Change List read whole stands in"
+        if self.undated_read:
+            return "a package read holds changes without a datetime"
         if not _spans(documents, start, end):
             return f"the Change List does not span {start.isoformat()}..{end.isoformat()}"
         if any(

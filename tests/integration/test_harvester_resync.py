@@ -1447,3 +1447,42 @@ def test_resource_without_length_or_hash_is_capped_with_a_clear_failure(
     assert "max_resource_bytes" in err.getvalue()
     assert not copy_of(source, destination, "big").exists()
     assert copy_of(source, destination, "small").read_bytes() == b"y" * 10
+
+
+def test_an_undated_change_in_a_package_read_keeps_a_failed_packages_failure(
+    source: Source, destination: Path
+) -> None:
+    """cd1's undated u v2 and the list's dated u v3 (standing in for cd2) cannot be
+    ordered but by position, where the list's came first: v2 won, the run said ok and the
+    sync point moved past v3, lost for good."""
+    baseline(source, destination, {"u": b"u v1"})
+    u2 = (described(source.url("u"), b"u v2", change="updated", path="/changes/u2"), b"u v2")
+    u3 = described(
+        source.url("u"), b"u v3", change="updated", datetime="2024-01-02T12:00:00Z",
+        path="/changes/u3",
+    )  # fmt: skip
+    packages = [
+        change_package(source, "cd1.zip", AT, "2024-01-02T00:00:00Z", [u2]),
+        change_package(
+            source,
+            "cd2.zip",
+            "2024-01-02T00:00:00Z",
+            "2024-01-03T00:00:00Z",
+            [(u3, b"u v3")],
+            b"not a ZIP",
+        ),  # fmt: skip
+    ]
+    source.put("u", b"u v3")
+    listing = change_list(source, "changelist.xml", [u3], since="2024-01-02T00:00:00Z")
+    source.capability_list(
+        resourcelist=source.url("resourcelist.xml"),
+        changelist=listing,
+        changedump=change_dump(source, packages),
+    )
+
+    report = run_harvest(make_config(source, destination), Mode.INCREMENTAL, now=NOW)
+
+    [failure] = report.failures
+    assert failure.uri == source.url("cd2.zip")
+    assert failure.reason.endswith("; a package read holds changes without a datetime")
+    assert load_state(destination, source.url("capabilitylist.xml")).synced_until == utc(AT)
