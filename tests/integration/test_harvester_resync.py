@@ -1458,9 +1458,12 @@ def test_an_undated_change_in_a_package_read_keeps_a_failed_packages_failure(
     baseline(source, destination, {"u": b"u v1"})
     u2 = (described(source.url("u"), b"u v2", change="updated", path="/changes/u2"), b"u v2")
     u3 = described(
-        source.url("u"), b"u v3", change="updated", datetime="2024-01-02T12:00:00Z",
+        source.url("u"),
+        b"u v3",
+        change="updated",
+        datetime="2024-01-02T12:00:00Z",
         path="/changes/u3",
-    )  # fmt: skip
+    )
     packages = [
         change_package(source, "cd1.zip", AT, "2024-01-02T00:00:00Z", [u2]),
         change_package(
@@ -1470,7 +1473,7 @@ def test_an_undated_change_in_a_package_read_keeps_a_failed_packages_failure(
             "2024-01-03T00:00:00Z",
             [(u3, b"u v3")],
             b"not a ZIP",
-        ),  # fmt: skip
+        ),
     ]
     source.put("u", b"u v3")
     listing = change_list(source, "changelist.xml", [u3], since="2024-01-02T00:00:00Z")
