@@ -138,17 +138,15 @@ def env_set_paths(name: str) -> list[str]:
 def env_url(name: str) -> str:
     """An absolute http(s) URL published as it is (a hub's), or empty: unset."""
     value = os.environ.get(name, "").strip()
-    unprintable = any(char.isspace() or not char.isprintable() for char in value)
-    if value and (unprintable or base_url_problem(value) is not None):
-        raise _refuse(
-            name, value, "an absolute http:// or https:// URL without user, query or fragment"
-        )
-    return value
+    return _checked_url(name, value) if value else value
 
 
 def env_base_url(name: str, default: str) -> str:
     """An absolute http(s) URL that starts valid <loc>s: every document's URLs start with it."""
-    value = os.environ.get(name, default).strip().rstrip("/")
+    return _checked_url(name, os.environ.get(name, default).strip().rstrip("/"))
+
+
+def _checked_url(name: str, value: str) -> str:
     unprintable = any(char.isspace() or not char.isprintable() for char in value)
     if unprintable or base_url_problem(value) is not None:
         raise _refuse(
