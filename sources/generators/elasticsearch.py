@@ -215,6 +215,11 @@ def _window(since: datetime | None, until: datetime | None) -> list[dict[str, An
     return [{"range": {"datetime": bounds}}] if bounds else []
 
 
+def _through(key: int | None) -> list[dict[str, Any]]:
+    """The filter clause for documents whose key is at most `key` (none: all)."""
+    return [{"range": {"key": {"lte": key}}}] if key is not None else []
+
+
 class ElasticsearchGenerator(BaseGenerator):
     name = "elasticsearch"
     #: What keeps the indices this backend reads.
@@ -375,8 +380,7 @@ class ElasticsearchGenerator(BaseGenerator):
         self, resource_set: ResourceSet, after: int | None, through: int | None
     ) -> tuple[str, dict[str, Any], list[Any], Reading, list[Any] | None]:
         """The index, query, sort, reading and start of a scan of resources in (after, through]."""
-        clauses = [{"range": {"key": {"lte": through}}}] if through is not None else []
-        query = self._filter(resource_set, *clauses)
+        query = self._filter(resource_set, *_through(through))
         start = [after] if after is not None else None
         index = self.resources_index
         reading = (
@@ -394,10 +398,7 @@ class ElasticsearchGenerator(BaseGenerator):
         through: int | None = None,
         batch_size: int = BATCH_SIZE,
     ) -> Iterator[ChangeRecord]:
-        clauses = _window(since, until)
-        if through is not None:
-            clauses.append({"range": {"key": {"lte": through}}})
-        query = self._filter(resource_set, *clauses)
+        query = self._filter(resource_set, *_window(since, until), *_through(through))
         sort = [{"datetime": {"order": "asc", "format": DATE_FORMAT}}, {"key": "asc"}]
         start = [after[0].isoformat(), after[1]] if after is not None else None
         index = self.changes_index
