@@ -80,7 +80,7 @@ def incremental_from_list(
     ]
     _warn_on_gap(session, documents, range_from)
     selected = latest_changes(changes, range_from, range_until)
-    download_resources(session, [c.entry for c in selected if c.kind != ChangeType.DELETED])
+    download_resources(session, [c.entry for c in selected if _brings_bytes(c)])
     delete_resources(session, [c.uri for c in selected if c.kind == ChangeType.DELETED])
     return selected
 
@@ -143,7 +143,7 @@ def _extract(
         extract_members(session, package, entries, aside=unextracted)
 
 
-def _brings_bytes(change: Change[Origin]) -> bool:
+def _brings_bytes(change: Change[Any]) -> bool:
     """Whether the change brings bytes: created or updated."""
     return change.kind != ChangeType.DELETED
 
@@ -338,7 +338,7 @@ def _spans(documents: list[Document], start: dt.datetime, end: dt.datetime) -> b
 
 def _because(outcome: Outcome, why: str) -> Outcome:
     """The failure with why the Change List did not make up for it."""
-    return replace(outcome, reason=f"{outcome.reason}; {why}" if why else outcome.reason)
+    return replace(outcome, reason=f"{outcome.reason}; {why}")
 
 
 def _package(change: Change[Origin]) -> Package:
