@@ -40,7 +40,7 @@ from .expressions import AnyOf, UtcText
 from .generators.base import ReconcileReport
 from .models import Change, MirrorCopy, Resource, ResourceSet
 from .services import resource_set_lock
-from .signals import changes_indexed, copy_repaired
+from .signals import changes_indexed, copy_repaired, indexing_turned_away
 
 logger = logging.getLogger(__name__)
 
@@ -591,7 +591,8 @@ class Mirror:
         One run per set at a time: every commit queues a run, and two at once
         would send the same unmarked changes twice. A run that finds the set
         claimed leaves its changes to the holder, which looks again once it
-        has let go, so none is left behind.
+        has let go, so none is left behind; it says so (`indexing_turned_away`),
+        since a holder that died on another host never looks again.
         """
         claim = f"resourcesync:mirror-indexing:{resource_set_id or 'all'}"
         done = 0
@@ -604,7 +605,9 @@ class Mirror:
             finally:
                 cache.delete(claim)
             if not unindexed_changes(resource_set_id).exists():
-                break
+                return done
+        if resource_set_id is not None:  # all sets: reconcile's, which comes again anyway
+            indexing_turned_away.send_robust(sender=Mirror, resource_set_id=resource_set_id)
         return done
 
     def _index_backlog(self, resource_set_id: int | None, claim: str) -> int:

@@ -25,6 +25,11 @@ changes_indexed = Signal()
 #: meanwhile may lack what it lacked, so they are rewritten.
 copy_repaired = Signal()
 
+#: Sent by a generator that keeps a copy when a set's indexing run finds another run
+#: holding the set, with `resource_set_id`: the holder may be a worker gone with its
+#: host, whose claim only lapses, so a run must come after it (sources.tasks).
+indexing_turned_away = Signal()
+
 
 @contextmanager
 def receivers_muted(signal: Signal) -> Iterator[None]:

@@ -79,7 +79,11 @@ class BaseGenerator:
         return False
 
     def index_pending(self, resource_set_id: int | None = None) -> int:
-        """Make committed changes (of one set, or all) visible to this backend; how many."""
+        """Make committed changes (of one set, or all) visible to this backend; how many.
+
+        A run that leaves a set to another run holding it sends
+        `sources.signals.indexing_turned_away`, so that a later one follows.
+        """
         return 0
 
     def reconcile(self, resource_sets: Iterable[ResourceSet] | None = None) -> ReconcileReport:

@@ -348,6 +348,73 @@ def test_a_claim_whose_process_was_killed_is_taken_over(use_elasticsearch):
     assert es_count(mirror, mirror.changes_index) == 4
 
 
+def test_a_claim_from_another_host_is_followed_up_once_it_could_have_lapsed(
+    use_elasticsearch, settings
+):
+    """A claim from another host is left to lapse, not taken over: when its worker
+    died, nothing indexed the set (nor published its changes) until the next commit
+    to it or reconcile (10 minutes). A turned-away run queues one run for after the
+    lapse; one at a time, however many runs are turned away meanwhile."""
+    from unittest import mock
+
+    from celery import Celery
+    from django.core.cache import cache
+
+    from resourcesync_portal.celery import app
+    from sources import indexing
+
+    mirror = use_elasticsearch.mirror
+    resource_set = make_set()
+    with muted_indexing():
+        created(resource_set, 4)
+    claim = f"resourcesync:mirror-indexing:{resource_set.pk}"
+    assert cache.add(claim, "otherhost 123", timeout=60)
+    settings.CELERY_TASK_ALWAYS_EAGER = False  # a broker: tasks are sent, not run here
+
+    def indexing_runs(sent: mock.Mock) -> list[tuple[str, tuple]]:
+        """The indexing runs queued (not the documents' regeneration): name, arguments."""
+        runs = [call for call in sent.call_args_list if call.args[0].startswith("sources.")]
+        assert all(call.kwargs["countdown"] > indexing.CLAIM_SECONDS for call in runs)
+        return [(call.args[0], tuple(call.args[1])) for call in runs]
+
+    with mock.patch.object(Celery, "send_task") as sent:
+        for _ in range(3):  # every commit's run, while the holder is gone
+            assert use_elasticsearch.index_pending(resource_set.pk) == 0
+        (queued,) = indexing_runs(sent)
+        name, args = queued
+        assert args == (resource_set.pk,)
+
+        sent.reset_mock()
+        assert app.tasks[name](*args) == 0  # still held (a long backlog): it looks again later
+        assert indexing_runs(sent) == [queued]
+
+        sent.reset_mock()
+        cache.delete(claim)  # lapsed
+        assert app.tasks[name](*args) == 4
+        assert app.tasks[name](*args) == 0  # a follow-up finding nothing to do
+        assert indexing_runs(sent) == []
+    assert es_count(mirror, mirror.changes_index) == 4
+    assert not Change.objects.filter(indexed=False).exists()
+
+
+def test_without_a_broker_a_turned_away_run_queues_no_follow_up(use_elasticsearch, settings):
+    """Eagerly, a follow-up would run at once, in the request, against the same claim."""
+    from unittest import mock
+
+    from django.core.cache import cache
+
+    from sources import tasks
+
+    resource_set = make_set()
+    with muted_indexing():
+        created(resource_set, 2)
+    assert cache.add(f"resourcesync:mirror-indexing:{resource_set.pk}", "otherhost 123", 60)
+    settings.CELERY_TASK_ALWAYS_EAGER = True
+    with mock.patch.object(tasks.follow_up_indexing, "apply_async") as queued:
+        assert use_elasticsearch.index_pending(resource_set.pk) == 0
+    assert not queued.called
+
+
 def test_changes_committed_while_a_run_held_the_set_are_indexed_by_it(
     use_elasticsearch, monkeypatch
 ):
