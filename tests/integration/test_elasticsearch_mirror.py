@@ -25,7 +25,7 @@ from sources.indexing import (
     read_rows,
     resource_source,
 )
-from sources.models import Change, Resource
+from sources.models import Change, Resource, ResourceSet
 
 from ..support import created, event, ingest, make_set
 
@@ -307,14 +307,19 @@ def test_the_generator_reads_doc_values_and_no_stored_field(use_elasticsearch, m
 # One indexing run per set at a time.
 
 
+def unindexed_set() -> tuple[ResourceSet, str]:
+    """A set with 4 changes not indexed yet, and the name of its indexing claim."""
+    resource_set = make_set()
+    with muted_indexing():
+        created(resource_set, 4)
+    return resource_set, f"resourcesync:mirror-indexing:{resource_set.pk}"
+
+
 def test_indexing_leaves_a_set_claimed_by_another_run_to_that_run(use_elasticsearch):
     from django.core.cache import cache
 
     mirror = use_elasticsearch.mirror
-    resource_set = make_set()
-    with muted_indexing():
-        created(resource_set, 4)
-    claim = f"resourcesync:mirror-indexing:{resource_set.pk}"
+    resource_set, claim = unindexed_set()
     assert cache.add(claim, "another run", timeout=60)
     try:
         assert use_elasticsearch.index_pending(resource_set.pk) == 0
@@ -334,12 +339,9 @@ def test_a_claim_whose_process_was_killed_is_taken_over(use_elasticsearch):
     from django.core.cache import cache
 
     mirror = use_elasticsearch.mirror
-    resource_set = make_set()
-    with muted_indexing():
-        created(resource_set, 4)
+    resource_set, claim = unindexed_set()
     killed = subprocess.Popen([sys.executable, "-c", "pass"])
     killed.wait()
-    claim = f"resourcesync:mirror-indexing:{resource_set.pk}"
     assert cache.add(claim, f"{socket.gethostname()} {killed.pid}", timeout=60)
     try:
         assert use_elasticsearch.index_pending(resource_set.pk) == 4
@@ -364,10 +366,7 @@ def test_a_claim_from_another_host_is_followed_up_once_it_could_have_lapsed(
     from sources import indexing
 
     mirror = use_elasticsearch.mirror
-    resource_set = make_set()
-    with muted_indexing():
-        created(resource_set, 4)
-    claim = f"resourcesync:mirror-indexing:{resource_set.pk}"
+    resource_set, claim = unindexed_set()
     assert cache.add(claim, "otherhost 123", timeout=60)
     settings.CELERY_TASK_ALWAYS_EAGER = False  # a broker: tasks are sent, not run here
 
