@@ -102,3 +102,14 @@ def test_rerunning_on_another_address_moves_the_set_to_it(
     locs = listed.xpath("sm:url/sm:loc/text()", namespaces=NS)
     assert locs and all(loc.startswith("http://127.0.0.1:8123/") for loc in locs)
     assert "loaded for" not in load_demo()
+
+
+def test_a_size_asked_of_a_demo_already_loaded_is_said_to_apply_to_a_new_one(data_dir):
+    """`make run DEMO_ARTICLES=500` on an existing var/ printed the old counts and said
+    nothing: the size only sizes a new demo set."""
+    load_demo()
+    out = io.StringIO()
+    call_command("load_demo", articles=500, stdout=out)
+    assert "already loaded" in out.getvalue()
+    assert "DEMO_ARTICLES" in out.getvalue()
+    assert ResourceSet.objects.get(slug="articles").resources.count() < 500

@@ -115,6 +115,11 @@ class Command(BaseCommand):
         )
         if created or not resource_set.resources.exists():
             self.load(resource_set, root, articles)
+        else:
+            self.stdout.write(
+                f"The demo set was already loaded: --articles (DEMO_ARTICLES) sizes a new one "
+                f"(remove {settings.DATA_DIR} to load it again)."
+            )
         credentials = DemoCredentials(Path(settings.DATA_DIR) / CREDENTIALS_FILE)
         login = credentials.staff_login(username)
         token = credentials.provider_token(provider)
