@@ -103,8 +103,8 @@ class Follower:
     def fill_gap(self, since: dt.datetime, before: dt.datetime) -> None:
         self.gaps += 1
         self.notify(
-            f"gap: nothing notified between {since.isoformat()} and {before.isoformat()}; "
-            "reading the Change List"
+            f"gap: no notification received for {since.isoformat()} to {before.isoformat()} "
+            "(sent before subscribing, or missed); reading the Change List"
         )
         selected = incremental_from_list(self.session, self.channel.change_list, since, before)
         self.remember(selected)
