@@ -215,6 +215,35 @@ def test_a_full_disk_never_leaves_a_truncated_change_list_to_serve(small_disk, c
     assert client.head(url)["Content-Length"] == str(len(body))
 
 
+def scratch_files(disk: Path) -> list[Path]:
+    return [path for path in disk.rglob(".*") if path.is_file()]
+
+
+def test_a_package_scratch_file_is_removed_when_the_disk_fills(small_disk):
+    """Closing a scratch file whose buffer cannot be flushed raises ENOSPC again; the
+    file must go all the same, or it holds the room a full disk needs back."""
+    from sitemaps.dumps.storage import package_file
+
+    small_disk.mkdir()
+    fill(small_disk, leave=64 * 1024)
+    with pytest.raises(OSError) as failure, package_file("acme/articles") as handle:
+        for _ in range(10_000):
+            handle.write(b"a zip member " * 8)
+    assert failure.value.errno == errno.ENOSPC
+    assert scratch_files(small_disk) == []
+
+
+def test_a_streamed_document_leaves_no_partial_file_when_the_disk_fills(small_disk):
+    small_disk.mkdir()
+    fill(small_disk, leave=64 * 1024)
+    document = stored.StreamedDocument("acme/articles", "resourcelist-1.xml")
+    with pytest.raises(OSError) as failure, document:
+        for _ in range(10_000):
+            document.write(b"<url><loc>an entry</loc></url>" * 4)
+    assert failure.value.errno == errno.ENOSPC
+    assert scratch_files(small_disk) == []
+
+
 # --- Pages streamed to storage as they are rendered ----------------------------------------
 
 
