@@ -11,7 +11,6 @@ import errno
 import gzip
 import io
 import os
-import subprocess
 import time
 from datetime import timedelta
 from pathlib import Path
@@ -30,7 +29,15 @@ from sitemaps.views import _send
 from sources.generators import get_generator
 from sources.services import ingest_events
 
-from ..support import created, event, ingest, make_set, store_documents_in
+from ..support import (
+    created,
+    event,
+    fill,
+    ingest,
+    make_set,
+    small_tmpfs,
+    store_documents_in,
+)
 
 pytestmark = pytest.mark.django_db
 CONTENT = b"<urlset>" + b"<url>an entry</url>" * 2000 + b"</urlset>"
@@ -166,28 +173,8 @@ def test_stored_files_follow_the_umask_so_a_web_server_can_read_them(documents):
 @pytest.fixture
 def small_disk(settings, tmp_path):
     """Documents on a 1 MB tmpfs of their own; as root, or the test fails saying why."""
-    mount_point = tmp_path / "disk"
-    mount_point.mkdir()
-    command = ["mount", "-t", "tmpfs", "-o", "size=1m,mode=0755", "tmpfs", str(mount_point)]
-    mounted = subprocess.run(command, capture_output=True, text=True, check=False)
-    if mounted.returncode != 0:
-        pytest.fail(
-            f"This test mounts a small tmpfs to fill it, which needs root "
-            f"(uid {os.getuid()} here): {mounted.stderr.strip()}",
-            pytrace=False,
-        )
-    try:
+    with small_tmpfs(tmp_path / "disk") as mount_point:
         yield store_documents_in(settings, mount_point / "documents")
-    finally:
-        subprocess.run(["umount", str(mount_point)], check=True)
-
-
-def fill(disk: Path, leave: int) -> Path:
-    """Take all but about `leave` bytes of the file system."""
-    filler = disk.parent / "filler"
-    status = os.statvfs(disk.parent)
-    filler.write_bytes(b"\0" * max(status.f_bavail * status.f_frsize - leave, 0))
-    return filler
 
 
 def test_a_full_disk_never_leaves_a_truncated_change_list_to_serve(small_disk, client):
