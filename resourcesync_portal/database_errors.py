@@ -38,12 +38,18 @@ def trouble(exc: BaseException) -> Trouble | None:
     cause = exc.__cause__
     sqlite_code = getattr(cause, "sqlite_errorname", None)
     if sqlite_code is not None:
-        return Trouble.UNAVAILABLE if sqlite_code in UNAVAILABLE_SQLITE else None
+        return Trouble.UNAVAILABLE if _sqlite_unavailable(sqlite_code) else None
     if type(cause).__module__.startswith("psycopg"):
         sqlstate = getattr(cause, "sqlstate", None)  # None: the connection itself failed
         if sqlstate is None or sqlstate.startswith(UNAVAILABLE_SQLSTATES):
             return Trouble.UNAVAILABLE
     return None
+
+
+def _sqlite_unavailable(name: str) -> bool:
+    """Whether an SQLite result code is one of UNAVAILABLE_SQLITE or an extended code of one
+    (a full disk met while growing the WAL index is `SQLITE_IOERR_SHMSIZE`)."""
+    return any(name == code or name.startswith(code + "_") for code in UNAVAILABLE_SQLITE)
 
 
 class DatabaseUnavailableMiddleware:

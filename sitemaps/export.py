@@ -21,6 +21,7 @@ import dataclasses
 import os
 from collections import deque
 from collections.abc import Iterator
+from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
@@ -149,7 +150,9 @@ class SetExport:
             self.source_description()
             self.crawl(links.capability_list_url(self.resource_set))
         except BaseException:
-            self.target.abort()
+            # On a full disk the abort fails too: the first error is the one that says why.
+            with suppress(OSError):
+                self.target.abort()
             raise
         self.target.finish()
         return self.report

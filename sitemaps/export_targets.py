@@ -16,7 +16,8 @@ import os
 import shutil
 import tempfile
 import zipfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
@@ -122,11 +123,17 @@ class DirectoryTarget(ExportTarget):
         self.current[path] = {**self.previous[path], **record}
         self.counts.unchanged += 1
 
-    def _temporary(self, destination: Path) -> Path:
+    @contextmanager
+    def _temporary(self, destination: Path) -> Iterator[Path]:
+        """A temporary file beside `destination`, removed unless renamed into place: a
+        write that fails (a full disk) leaves no half-written file in the served folder."""
         destination.parent.mkdir(parents=True, exist_ok=True)
         descriptor, name = tempfile.mkstemp(prefix=f".{destination.name}.", dir=destination.parent)
         os.close(descriptor)
-        return Path(name)
+        try:
+            yield Path(name)
+        finally:
+            Path(name).unlink(missing_ok=True)
 
     def _place(self, path: str, temporary: Path, record: dict) -> None:
         os.chmod(temporary, 0o666 & ~_umask())
@@ -139,9 +146,9 @@ class DirectoryTarget(ExportTarget):
         if self._unchanged(path, record):
             self._keep(path, record)
             return
-        temporary = self._temporary(self._destination(path))
-        temporary.write_bytes(data)
-        self._place(path, temporary, record)
+        with self._temporary(self._destination(path)) as temporary:
+            temporary.write_bytes(data)
+            self._place(path, temporary, record)
 
     def put_file(self, path: str, source: Path) -> None:
         status = source.stat()
@@ -149,25 +156,24 @@ class DirectoryTarget(ExportTarget):
         if self._unchanged(path, record):
             self._keep(path, record)
             return
-        temporary = self._temporary(self._destination(path))
-        shutil.copyfile(source, temporary)
-        record["size"] = temporary.stat().st_size
-        self._place(path, temporary, record)
+        with self._temporary(self._destination(path)) as temporary:
+            shutil.copyfile(source, temporary)
+            record["size"] = temporary.stat().st_size
+            self._place(path, temporary, record)
 
     def put_chunks(self, path: str, chunks: Iterable[bytes]) -> None:
-        temporary = self._temporary(self._destination(path))
-        digest, size = hashlib.sha256(), 0
-        with temporary.open("wb") as handle:
-            for chunk in chunks:
-                handle.write(chunk)
-                digest.update(chunk)
-                size += len(chunk)
-        record = {"sha256": digest.hexdigest(), "size": size}
-        if self._unchanged(path, record):
-            temporary.unlink()
-            self._keep(path, record)
-            return
-        self._place(path, temporary, record)
+        with self._temporary(self._destination(path)) as temporary:
+            digest, size = hashlib.sha256(), 0
+            with temporary.open("wb") as handle:
+                for chunk in chunks:
+                    handle.write(chunk)
+                    digest.update(chunk)
+                    size += len(chunk)
+            record = {"sha256": digest.hexdigest(), "size": size}
+            if self._unchanged(path, record):
+                self._keep(path, record)
+                return
+            self._place(path, temporary, record)
 
     def finish(self) -> None:
         for path in sorted(set(self.previous) - set(self.current)):
@@ -176,18 +182,17 @@ class DirectoryTarget(ExportTarget):
             except (OSError, UnsafeExportPath):
                 continue
             self.counts.removed += 1
-        state = self.root / STATE_FILE
-        temporary = self._temporary(state)
-        temporary.write_text(json.dumps({"files": self.current}, indent=0, sort_keys=True))
-        os.replace(temporary, state)
+        self._save_state(self.current)
 
     def abort(self) -> None:
         """Keep the previous state plus what was written: the next export redoes the rest."""
-        merged = {**self.previous, **self.current}
+        self._save_state({**self.previous, **self.current})
+
+    def _save_state(self, files: dict[str, dict]) -> None:
         state = self.root / STATE_FILE
-        temporary = self._temporary(state)
-        temporary.write_text(json.dumps({"files": merged}, indent=0, sort_keys=True))
-        os.replace(temporary, state)
+        with self._temporary(state) as temporary:
+            temporary.write_text(json.dumps({"files": files}, indent=0, sort_keys=True))
+            os.replace(temporary, state)
 
 
 def _umask() -> int:
@@ -227,5 +232,7 @@ class ZipTarget(ExportTarget):
         os.replace(self.temporary, self.path)
 
     def abort(self) -> None:
-        self.archive.close()
-        self.temporary.unlink(missing_ok=True)
+        try:
+            self.archive.close()  # writes the central directory: fails again on a full disk
+        finally:
+            self.temporary.unlink(missing_ok=True)

@@ -538,7 +538,9 @@ class RegenerationRun:
         try:
             return future.result()
         except Exception as error:  # its builder failed or died
-            raise RuntimeError(f"page {page.number} could not be built") from error
+            # The cause in the message: the journal and the command show only this line,
+            # and "No space left on device" is what an operator must read there.
+            raise RuntimeError(f"page {page.number} could not be built: {error}") from error
 
     def build(
         self, keys: KeyRange, in_index: bool, *, out: Callable[[bytes], object]

@@ -17,6 +17,7 @@ import os
 import tempfile
 import uuid
 import zlib
+from contextlib import ExitStack
 from pathlib import Path
 from types import TracebackType
 from typing import BinaryIO
@@ -255,9 +256,12 @@ class StreamedDocument:
         error: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        self._plain.close()
-        self._twin.close()
-        self._remove_temporary()
+        # Closing flushes a buffer, which raises again on a full disk: each step runs anyway
+        # (last in, first out), so no handle stays open and no partial file holds the room.
+        with ExitStack() as steps:
+            steps.callback(self._remove_temporary)
+            steps.callback(self._twin.close)
+            steps.callback(self._plain.close)
 
     def _remove_temporary(self) -> None:
         for path in self._temporary:

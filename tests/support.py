@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import socket
+import subprocess
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest
 from django.test import TestCase
 from lxml import etree
 
@@ -126,3 +130,29 @@ def accept_forever(talk: Callable[[socket.socket], None]) -> socket.socket:
 
     threading.Thread(target=serve, daemon=True).start()
     return listener
+
+
+@contextmanager
+def small_tmpfs(mount_point: Path, size: str = "1m") -> Iterator[Path]:
+    """A small tmpfs of its own at `mount_point`, to fill; as root, or the test fails saying why."""
+    mount_point.mkdir()
+    command = ["mount", "-t", "tmpfs", "-o", f"size={size},mode=0755", "tmpfs", str(mount_point)]
+    mounted = subprocess.run(command, capture_output=True, text=True, check=False)
+    if mounted.returncode != 0:
+        pytest.fail(
+            f"This test mounts a small tmpfs to fill it, which needs root "
+            f"(uid {os.getuid()} here): {mounted.stderr.strip()}",
+            pytrace=False,
+        )
+    try:
+        yield mount_point
+    finally:
+        subprocess.run(["umount", str(mount_point)], check=True)
+
+
+def fill(disk: Path, leave: int) -> Path:
+    """Take all but about `leave` bytes of the file system `disk` lies on."""
+    filler = disk.parent / "filler"
+    status = os.statvfs(disk.parent)
+    filler.write_bytes(b"\0" * max(status.f_bavail * status.f_frsize - leave, 0))
+    return filler

@@ -58,8 +58,10 @@ def package_file(directory: str) -> Iterator[BinaryIO]:
     try:
         yield handle
     finally:
-        handle.close()
-        Path(name).unlink(missing_ok=True)
+        try:
+            handle.close()  # on a full disk, flushing its buffer raises ENOSPC again
+        finally:
+            Path(name).unlink(missing_ok=True)
 
 
 def store_package(handle: BinaryIO, directory: str, public_name: str) -> StoredPackage:

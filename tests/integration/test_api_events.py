@@ -708,11 +708,23 @@ def _sqlite_full() -> Exception:
     return cause
 
 
+def _sqlite_wal_full() -> Exception:
+    """What opening a connection raises when the disk has no room to grow the WAL's
+    shared-memory file: an extended I/O error code, not the plain SQLITE_IOERR."""
+    import sqlite3
+
+    cause = sqlite3.OperationalError("disk I/O error")
+    cause.sqlite_errorname = "SQLITE_IOERR_SHMSIZE"
+    cause.sqlite_errorcode = 4874
+    return cause
+
+
 @pytest.mark.parametrize(
     "cause",
     [
         pytest.param(lambda: __import__("psycopg").OperationalError("connection refused"), id="pg"),
         pytest.param(_sqlite_full, id="sqlite-disk-full"),
+        pytest.param(_sqlite_wal_full, id="sqlite-disk-full-extended-code"),
     ],
 )
 def test_a_database_that_is_down_or_full_is_a_503_to_retry(client, token, monkeypatch, cause):

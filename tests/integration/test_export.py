@@ -33,7 +33,7 @@ from sources.locations import resolve_location
 from sources.models import CapabilitySettings, DataProvider, LocationType, ResourceSet
 from sources.services import ingest_events
 
-from ..support import assert_valid, store_documents_in
+from ..support import assert_valid, fill, small_tmpfs, store_documents_in
 
 pytestmark = pytest.mark.django_db
 
@@ -333,3 +333,27 @@ def test_every_export_is_in_the_journal(tmp_path: Path, django_capture_on_commit
     run = Run.objects.get(kind="export", resource_set=files.resource_set)
     assert run.outcome == "succeeded"
     assert run.pages >= 3  # the Capability List, the Resource List and the Change List
+
+
+def test_a_full_disk_fails_the_export_clearly_and_leaves_no_partial_file(tmp_path: Path) -> None:
+    """A traceback (the abort's own ENOSPC over the first), a half-written file beside
+    each place and a `.partial` ZIP were left; the next export after freeing space works."""
+    loaded(tmp_path)
+    with small_tmpfs(tmp_path / "disk") as disk:
+        folder, archive = disk / "www", disk / "set.zip"
+        folder.mkdir()
+        filler = fill(folder, leave=0)
+        for target in (["--to", str(folder)], ["--zip", str(archive)]):
+            with pytest.raises(CommandError, match="No space left on device"):
+                export("acme/articles", *target, "--with-resources")
+        assert [path for path in disk.rglob("*") if path.is_file()] == [filler]
+
+        filler.unlink()
+        export("acme/articles", "--to", str(folder), "--with-resources")
+        export("acme/articles", "--zip", str(archive), "--with-resources")
+        written = tree(folder)
+        del written[STATE_FILE]
+        with zipfile.ZipFile(archive) as packed:
+            assert {name: packed.read(name) for name in packed.namelist()} == written
+        hidden = [path.name for path in disk.rglob(".*") if path.is_file()]
+        assert hidden == [STATE_FILE]

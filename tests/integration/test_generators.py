@@ -573,3 +573,32 @@ def test_a_folder_scanned_set_gives_the_records_of_the_same_set_filled_through_t
         got = _without_keys(getattr(generator, method)(scanned))
         assert got == _without_keys(getattr(generator, method)(posted)), method
     assert len(list(generator.iter_changes(scanned))) == 9
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_forked_page_builder_that_fills_the_disk_says_so(settings, tmp_path, monkeypatch):
+    """The run failed with "RuntimeError: page 1 could not be built", which the journal
+    and `manage.py regenerate` showed alone: nothing said that the disk was full."""
+    import errno
+
+    from journal.models import Run
+
+    settings.RESOURCESYNC_GENERATORS = {"default": DATABASE}
+    store_documents_in(settings, tmp_path / "documents")
+    with receivers_muted(events_ingested), receivers_muted(post_save):
+        resource_set = make_set(entries_per_document=4)
+        ingest_events(
+            resource_set=resource_set,
+            events=[event("created", f"d/{n:02d}", datetime=at(n)) for n in range(12)],
+        )
+    with mock.patch("django.utils.timezone.now", return_value=at(60)):
+        assert regenerate(resource_set) is not None  # pages exist: a full run has several
+
+        def full_disk(*args, **kwargs):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+        monkeypatch.setattr(regeneration, "build_resource_list", full_disk)
+        monkeypatch.setattr(os, "cpu_count", lambda: 2)
+        with pytest.raises(Exception, match="No space left on device"):
+            regenerate(resource_set, full=True)
+    assert "No space left on device" in Run.objects.latest("started_at").error

@@ -11,7 +11,6 @@ import errno
 import gzip
 import io
 import os
-import subprocess
 import time
 from datetime import timedelta
 from pathlib import Path
@@ -30,7 +29,15 @@ from sitemaps.views import _send
 from sources.generators import get_generator
 from sources.services import ingest_events
 
-from ..support import created, event, ingest, make_set, store_documents_in
+from ..support import (
+    created,
+    event,
+    fill,
+    ingest,
+    make_set,
+    small_tmpfs,
+    store_documents_in,
+)
 
 pytestmark = pytest.mark.django_db
 CONTENT = b"<urlset>" + b"<url>an entry</url>" * 2000 + b"</urlset>"
@@ -166,28 +173,8 @@ def test_stored_files_follow_the_umask_so_a_web_server_can_read_them(documents):
 @pytest.fixture
 def small_disk(settings, tmp_path):
     """Documents on a 1 MB tmpfs of their own; as root, or the test fails saying why."""
-    mount_point = tmp_path / "disk"
-    mount_point.mkdir()
-    command = ["mount", "-t", "tmpfs", "-o", "size=1m,mode=0755", "tmpfs", str(mount_point)]
-    mounted = subprocess.run(command, capture_output=True, text=True, check=False)
-    if mounted.returncode != 0:
-        pytest.fail(
-            f"This test mounts a small tmpfs to fill it, which needs root "
-            f"(uid {os.getuid()} here): {mounted.stderr.strip()}",
-            pytrace=False,
-        )
-    try:
+    with small_tmpfs(tmp_path / "disk") as mount_point:
         yield store_documents_in(settings, mount_point / "documents")
-    finally:
-        subprocess.run(["umount", str(mount_point)], check=True)
-
-
-def fill(disk: Path, leave: int) -> Path:
-    """Take all but about `leave` bytes of the file system."""
-    filler = disk.parent / "filler"
-    status = os.statvfs(disk.parent)
-    filler.write_bytes(b"\0" * max(status.f_bavail * status.f_frsize - leave, 0))
-    return filler
 
 
 def test_a_full_disk_never_leaves_a_truncated_change_list_to_serve(small_disk, client):
@@ -213,6 +200,35 @@ def test_a_full_disk_never_leaves_a_truncated_change_list_to_serve(small_disk, c
     zipped = client.get(url, headers={"accept-encoding": "gzip"})
     assert gzip.decompress(b"".join(zipped.streaming_content)) == body
     assert client.head(url)["Content-Length"] == str(len(body))
+
+
+def scratch_files(disk: Path) -> list[Path]:
+    return [path for path in disk.rglob(".*") if path.is_file()]
+
+
+def test_a_package_scratch_file_is_removed_when_the_disk_fills(small_disk):
+    """Closing a scratch file whose buffer cannot be flushed raises ENOSPC again; the
+    file must go all the same, or it holds the room a full disk needs back."""
+    from sitemaps.dumps.storage import package_file
+
+    small_disk.mkdir()
+    fill(small_disk, leave=64 * 1024)
+    with pytest.raises(OSError) as failure, package_file("acme/articles") as handle:
+        for _ in range(10_000):
+            handle.write(b"a zip member " * 8)
+    assert failure.value.errno == errno.ENOSPC
+    assert scratch_files(small_disk) == []
+
+
+def test_a_streamed_document_leaves_no_partial_file_when_the_disk_fills(small_disk):
+    small_disk.mkdir()
+    fill(small_disk, leave=64 * 1024)
+    document = stored.StreamedDocument("acme/articles", "resourcelist-1.xml")
+    with pytest.raises(OSError) as failure, document:
+        for _ in range(10_000):
+            document.write(b"<url><loc>an entry</loc></url>" * 4)
+    assert failure.value.errno == errno.ENOSPC
+    assert scratch_files(small_disk) == []
 
 
 # --- Pages streamed to storage as they are rendered ----------------------------------------

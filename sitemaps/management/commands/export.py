@@ -59,6 +59,8 @@ class Command(BaseCommand):
             )
         except ExportError as error:
             raise CommandError(str(error)) from None
+        except OSError as error:  # a full or read-only destination: nothing half-written is left
+            raise CommandError(f"the export stopped: {error}") from error
         for line in report.skipped:
             self.stderr.write(f"skipped {line}")
         self.stdout.write(f"{resource_set.path}: {report}")
