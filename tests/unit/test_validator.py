@@ -411,6 +411,28 @@ def test_a_loc_on_a_subdomain_or_an_allowed_host_is_within_authority() -> None:
     assert validate(server, extra_hosts=("data.example.net",)).problems == []
 
 
+def test_links_back_on_an_allowed_host_may_differ_only_by_that_host() -> None:
+    """Final Change Dump manifests and closed lists keep the host:port they were written
+    under (a portal moved to another port): with that host allowed, their `up` and `index`
+    pass as their `<loc>`s do, if nothing but the host[:port] differs."""
+    old = "http://source.example.org:8147"
+    documents = clean_source()
+    documents[MANIFEST] = documents[MANIFEST].replace(CAP, CAP.replace(BASE, old))
+    documents[CL1] = documents[CL1].replace(ln("index", CLI), ln("index", CLI.replace(BASE, old)))
+    server = Server(documents)
+
+    assert [str(problem) for problem in validate(server).problems] == [
+        f"{CL1}: the index link points to {old}/set/changelist.xml; expected {CLI}",
+        f"{MANIFEST}: the up link '{old}/set/capabilitylist.xml' is outside the source's "
+        f"authority ({BASE})",
+    ]
+    assert validate(server, extra_hosts=("source.example.org",)).problems == []
+    documents[MANIFEST] = documents[MANIFEST].replace("/set/capabilitylist.xml", "/other.xml")
+    assert validate(server, extra_hosts=("source.example.org",)).messages(MANIFEST) == [
+        f"the up link points to {old}/other.xml; expected {CAP}"
+    ]
+
+
 def test_a_document_outside_the_authority_is_reported_not_fetched() -> None:
     foreign = "http://evil.example.com/changelist.xml"
     server = broken(CAP, f"<loc>{CLI}</loc>", f"<loc>{foreign}</loc>")
