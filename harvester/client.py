@@ -171,12 +171,7 @@ class HarvestClient:
         """GET a document or web page (same size limit) with the targets of its Link headers."""
 
         def read(response: httpx.Response) -> Page:
-            links = {
-                str(rel): urljoin(str(response.url), link["url"])
-                for rel, link in response.links.items()
-                if rel and link.get("url")
-            }
-            return Page(url=url, body=self._read_document(response), links=links)
+            return Page(url=url, body=self._read_document(response), links=link_targets(response))
 
         return self._fetch(self._open_httpx, url, read)
 
@@ -262,6 +257,15 @@ class HarvestClient:
     def _refuse_foreign_hosts(self, request: httpx.Request) -> None:
         if not self.is_allowed(str(request.url)):
             raise FetchError(str(request.url), "redirected to a host that is not allowed")
+
+
+def link_targets(response: httpx.Response) -> dict[str, str]:
+    """Targets of the `Link` headers by relation, made absolute: where a page leads."""
+    return {
+        str(rel): urljoin(str(response.url), link["url"])
+        for rel, link in response.links.items()
+        if rel and link.get("url")
+    }
 
 
 def address_policy(config: HarvestConfig) -> AddressPolicy:

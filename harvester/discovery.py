@@ -6,13 +6,14 @@ Capability List), or a web site. For a site, the places the spec names are
 tried in order: `/.well-known/resourcesync`, the `Sitemap:` lines of
 `/robots.txt` (each a ResourceSync document, typically a Resource List), then
 a `Link: <...>; rel="resourcesync"` header or an HTML `<link rel="resourcesync">`
-on the page itself. Every request goes through the client, so discovery never
-leaves the allowed hosts either.
+on the page itself. Every request goes through the harvester's client (or the
+validator's fetcher, for a web page it is given), so discovery never leaves the
+allowed hosts either.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from urllib.parse import urljoin, urlsplit
 
 import lxml.html
@@ -28,11 +29,14 @@ RELATION = "resourcesync"
 
 
 class Discovery:
-    """One discovery run: the client, and a note of every place tried, for the error."""
+    """One discovery run: how pages are fetched (the harvester's client, or the validator's
+    fetcher), a note of every place tried, for the error, and the Source Descriptions met."""
 
-    def __init__(self, client: HarvestClient) -> None:
-        self.client = client
+    def __init__(self, fetch_page: Callable[[str], Page], max_bytes: int) -> None:
+        self.fetch_page = fetch_page
+        self.max_bytes = max_bytes
         self.tried: list[str] = []
+        self.descriptions: list[str] = []
 
     def capability_lists(self, url: str) -> list[str]:
         """The Capability List URLs that `url` leads to; HarvestError if none."""
@@ -72,11 +76,12 @@ class Discovery:
     def from_page(self, page: Page) -> list[str] | None:
         """Capability Lists named by a ResourceSync document; None if it is not one."""
         try:
-            document = parse_document(page.body, max_bytes=self.client.config.max_document_bytes)
+            document = parse_document(page.body, max_bytes=self.max_bytes)
         except ResourceSyncParseError as error:
             self.tried.append(f"{page.url}: not a ResourceSync document ({error})")
             return None
         if document.capability == Capability.DESCRIPTION:
+            self.descriptions.append(page.url)
             if not document.entries:
                 self.tried.append(f"{page.url}: a Source Description that lists no set")
             return [entry.loc for entry in document.entries]
@@ -91,7 +96,7 @@ class Discovery:
     def get(self, url: str) -> Page | None:
         """The page at `url`, or None (noted) when it cannot be fetched."""
         try:
-            return self.client.fetch_page(url)
+            return self.fetch_page(url)
         except FetchError as error:
             self.tried.append(str(error))
             return None
@@ -100,7 +105,7 @@ class Discovery:
 def discover_capability_lists(client: HarvestClient, url: str) -> list[str]:
     """Every Capability List `url` leads to: `set:` picks among them (`choose_set`), and
     the others still decide the folder it is copied into (`harvester.layout`)."""
-    return Discovery(client).capability_lists(url)
+    return Discovery(client.fetch_page, client.config.max_document_bytes).capability_lists(url)
 
 
 def choose_set(capability_lists: list[str], set_name: str) -> str:

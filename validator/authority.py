@@ -9,7 +9,7 @@ two servers. `extra_hosts` lets an aggregator's resources on other hosts count.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from urllib.parse import urlsplit
+from urllib.parse import SplitResult, urlsplit
 
 DEFAULT_PORTS = {"http": 80, "https": 443}
 
@@ -46,7 +46,7 @@ class Authority:
         if not is_absolute_http(url):
             return False
         parts = urlsplit(url)
-        host = (parts.hostname or "").rstrip(".")
+        host = _host(parts)
         if host in self.extra_hosts:
             return True
         port = parts.port or DEFAULT_PORTS[parts.scheme]
@@ -56,11 +56,24 @@ class Authority:
     def is_origin_of(self, url: str) -> bool:
         """Whether `url` is on the source's own origin: the only one the token goes to."""
         parts = urlsplit(url)
-        host = (parts.hostname or "").rstrip(".")
         port = parts.port or DEFAULT_PORTS.get(parts.scheme, 0)
-        return (parts.scheme, host, port) == (self.scheme, self.host, self.port)
+        return (parts.scheme, _host(parts), port) == (self.scheme, self.host, self.port)
+
+    def names(self, link: str, expected: str) -> bool:
+        """Whether a link names `expected`: the same URL, or on an allowed host the same
+        path, as documents never rewritten (final manifests) keep the host they were made on."""
+        if link == expected:
+            return True
+        if not is_absolute_http(link):
+            return False
+        parts = urlsplit(link)
+        return _host(parts) in self.extra_hosts and parts[2:] == urlsplit(expected)[2:]
 
     def __str__(self) -> str:
         default = DEFAULT_PORTS.get(self.scheme)
         port = "" if self.port == default else f":{self.port}"
         return f"{self.scheme}://{self.host}{port}"
+
+
+def _host(parts: SplitResult) -> str:
+    return (parts.hostname or "").rstrip(".")

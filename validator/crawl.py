@@ -4,7 +4,8 @@ Which documents follow from which is decided by the capability each one
 declares: a Source Description lists Capability Lists, a Capability List
 lists the set's capability documents, an index lists its parts, a dump's
 entries may link their manifests (`rel="contents"`). Notification topics and
-the resources themselves are not fetched.
+the resources themselves are not fetched. A web page given as the start
+leads to its source as it leads the harvester (`harvester.discovery`).
 """
 
 from __future__ import annotations
@@ -15,6 +16,9 @@ from dataclasses import dataclass
 
 import httpx
 
+from harvester.client import FetchError, Page
+from harvester.discovery import Discovery
+from harvester.walk import HarvestError
 from sitemaps.protocol.constants import Capability
 
 from .authority import Authority
@@ -43,6 +47,8 @@ MANIFESTS: dict[str, str] = {
 class Visit:
     url: str
     context: Context
+    #: The URL the user gave, which may be a web page rather than a document.
+    given: bool = False
 
 
 def validate_source(
@@ -75,7 +81,7 @@ class Crawler:
         self.report = report
 
     def run(self, start: str) -> None:
-        queue = deque([Visit(start, Context())])
+        queue = deque([Visit(start, Context(), given=True)])
         seen = {start}
         while queue:
             visit = queue.popleft()
@@ -95,12 +101,15 @@ class Crawler:
 
     def check(self, visit: Visit) -> list[Visit]:
         """Fetch and check one document; the documents it leads to."""
-        self.report.checked(visit.url)
         try:
             fetched = self.fetcher.get(visit.url)
         except FetchFailed as error:
+            self.report.checked(visit.url)
             self.report.add(visit.url, str(error), "http")
             return []
+        if visit.given and fetched.is_web_page:
+            return self.discover(visit.url)
+        self.report.checked(visit.url)
         for problem in self.fetcher.http_problems(fetched):
             self.report.add(visit.url, problem, "http")
         document = self.read(visit.url, fetched)
@@ -109,6 +118,28 @@ class Crawler:
         for finding in check_document(document, visit.context, self.authority, len(fetched.body)):
             self.report.add(visit.url, finding.message, finding.kind)
         return list(following(visit, document))
+
+    def discover(self, url: str) -> list[Visit]:
+        """The Source Description (else the Capability Lists) a web page leads to."""
+        discovery = Discovery(self.page, self.fetcher.max_bytes)
+        try:
+            capability_lists = discovery.capability_lists(url)
+        except HarvestError as error:
+            self.report.add(url, str(error), "discovery")
+            return []
+        starts = discovery.descriptions or capability_lists
+        self.report.emit(
+            f"{url} is a web page; checking the source it leads to: {', '.join(starts)}"
+        )
+        return [Visit(start, Context()) for start in starts]
+
+    def page(self, url: str) -> Page:
+        """A page for discovery, fetched within the authority like every document."""
+        try:
+            fetched = self.fetcher.get(url)
+        except FetchFailed as error:
+            raise FetchError(url, str(error)) from error
+        return Page(url=fetched.url, body=fetched.body, links=fetched.links)
 
     def read(self, url: str, fetched: Fetched) -> RawDocument | None:
         try:

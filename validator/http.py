@@ -15,6 +15,8 @@ from urllib.parse import urljoin
 
 import httpx
 
+from harvester.client import link_targets
+
 from .authority import Authority
 
 USER_AGENT = "resourcesync-portal-validator/0.1"
@@ -22,6 +24,7 @@ USER_AGENT = "resourcesync-portal-validator/0.1"
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024
 MAX_REDIRECTS = 5
 XML_TYPES = frozenset({"application/xml", "text/xml"})
+HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 
 
 class FetchFailed(Exception):
@@ -35,6 +38,13 @@ class Fetched:
     body: bytes
     #: SHA-256 of the body, to compare other representations with.
     digest: bytes
+    #: Targets of its `Link` headers by relation, for discovery from a web page.
+    links: dict[str, str]
+
+    @property
+    def is_web_page(self) -> bool:
+        """Served as HTML: a site's page, which may lead to a source but is no document."""
+        return _media_type(self.headers) in HTML_TYPES
 
 
 class Fetcher:
@@ -69,7 +79,13 @@ class Fetcher:
                 digest.update(chunk)
         finally:
             response.close()
-        return Fetched(str(response.url), response.headers, body.getvalue(), digest.digest())
+        return Fetched(
+            str(response.url),
+            response.headers,
+            body.getvalue(),
+            digest.digest(),
+            link_targets(response),
+        )
 
     def http_problems(self, fetched: Fetched) -> list[str]:
         """Content type, validators, 304 on a conditional GET, gzip equal to plain."""
@@ -174,7 +190,7 @@ def _inflate(inflater: zlib._Decompress, chunk: bytes, room: int) -> bytes:
 
 def _header_problems(headers: httpx.Headers) -> list[str]:
     problems = []
-    media_type = headers.get("Content-Type", "").split(";")[0].strip().lower()
+    media_type = _media_type(headers)
     if media_type not in XML_TYPES and not media_type.endswith("+xml"):
         problems.append(
             f"Content-Type is {media_type or 'missing'}, not an XML type (application/xml)"
@@ -184,6 +200,10 @@ def _header_problems(headers: httpx.Headers) -> list[str]:
             "neither ETag nor Last-Modified: destinations cannot make conditional requests"
         )
     return problems
+
+
+def _media_type(headers: httpx.Headers) -> str:
+    return headers.get("Content-Type", "").split(";")[0].strip().lower()
 
 
 def _status_message(response: httpx.Response) -> str:

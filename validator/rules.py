@@ -126,7 +126,7 @@ def _navigation(document: RawDocument, context: Context, authority: Authority) -
             yield Finding("up", f'no root <rs:ln rel="up"> (it must point to {target})')
     elif not authority.covers(up):
         yield Finding("up", f"the up link {up!r} is outside the source's authority ({authority})")
-    elif context.up and up != context.up:
+    elif context.up and not authority.names(up, context.up):
         yield Finding("up", f"the up link points to {up}; expected {context.up}")
     if context.index:
         index = document.link("index")
@@ -134,7 +134,7 @@ def _navigation(document: RawDocument, context: Context, authority: Authority) -
             yield Finding(
                 "index", f'listed in the index {context.index} but no root <rs:ln rel="index">'
             )
-        elif index != context.index:
+        elif not authority.names(index, context.index):
             yield Finding("index", f"the index link points to {index}; expected {context.index}")
     for link in document.links:
         yield from (Finding("attributes", f"root <rs:ln>: {p}") for p in attribute_problems(link))

@@ -127,6 +127,20 @@ def test_starting_from_a_capability_list_checks_only_that_set(portal: str) -> No
     assert all("/articles/" in url for url in report.documents)
 
 
+def test_the_site_s_base_url_leads_to_its_source_description(portal: str) -> None:
+    """An HTML landing page is no document: the source is found as the harvester finds it."""
+    fill(portal_set(portal, "articles"))
+
+    out, error = run(f"{portal}/")
+
+    assert error is None, out
+    assert out.splitlines()[0] == (
+        f"{portal}/ is a web page; checking the source it leads to: "
+        f"{portal}/.well-known/resourcesync"
+    )
+    assert out.strip().endswith("14 document(s) checked, 0 problems"), out
+
+
 def test_a_protected_set_needs_its_token(portal: str) -> None:
     private = portal_set(portal, "private", protected=True)
     fill(private)

@@ -411,6 +411,68 @@ def test_a_loc_on_a_subdomain_or_an_allowed_host_is_within_authority() -> None:
     assert validate(server, extra_hosts=("data.example.net",)).problems == []
 
 
+def test_links_back_on_an_allowed_host_may_differ_only_by_that_host() -> None:
+    """Final Change Dump manifests and closed lists keep the host:port they were written
+    under (a portal moved to another port): with that host allowed, their `up` and `index`
+    pass as their `<loc>`s do, if nothing but the host[:port] differs."""
+    old = "http://source.example.org:8147"
+    documents = clean_source()
+    documents[MANIFEST] = documents[MANIFEST].replace(CAP, CAP.replace(BASE, old))
+    documents[CL1] = documents[CL1].replace(ln("index", CLI), ln("index", CLI.replace(BASE, old)))
+    server = Server(documents)
+
+    assert [str(problem) for problem in validate(server).problems] == [
+        f"{CL1}: the index link points to {old}/set/changelist.xml; expected {CLI}",
+        f"{MANIFEST}: the up link '{old}/set/capabilitylist.xml' is outside the source's "
+        f"authority ({BASE})",
+    ]
+    assert validate(server, extra_hosts=("source.example.org",)).problems == []
+    documents[MANIFEST] = documents[MANIFEST].replace("/set/capabilitylist.xml", "/other.xml")
+    assert validate(server, extra_hosts=("source.example.org",)).messages(MANIFEST) == [
+        f"the up link points to {old}/other.xml; expected {CAP}"
+    ]
+
+
+HOME = f"{BASE}/"
+PAGE = "<!DOCTYPE html><html><head>{head}</head><body>Data</body></html>"
+
+
+def web_page(documents: dict[str, str], head: str = "") -> Server:
+    """`documents` and a home page, served as HTML."""
+    server = Server({**documents, HOME: PAGE.format(head=head)})
+    server.headers[HOME] = {"Content-Type": "text/html; charset=utf-8"}
+    return server
+
+
+def test_a_web_page_leads_to_the_source_description_at_the_well_known_uri() -> None:
+    lines: list[str] = []
+
+    report = validate(web_page(clean_source()), start=HOME, report=Report(emit=lines.append))
+
+    assert report.problems == []
+    assert report.documents == [SD, CAP, RL, CLI, RD, CL1, CL2, MANIFEST]
+    assert lines == [f"{HOME} is a web page; checking the source it leads to: {SD}"]
+
+
+def test_a_web_page_without_a_well_known_uri_leads_where_its_link_says() -> None:
+    documents = clean_source()
+    del documents[SD]
+    server = web_page(documents, head=f'<link rel="resourcesync" href="{CAP}">')
+
+    report = validate(server, start=HOME)
+
+    assert report.problems == []
+    assert report.documents == [CAP, RL, CLI, RD, CL1, CL2, MANIFEST]
+
+
+def test_a_web_page_that_leads_to_no_source_is_one_problem() -> None:
+    (problem,) = validate(web_page({}), start=HOME).problems
+
+    assert problem.url == HOME
+    assert problem.message.startswith(f"found no ResourceSync source from {HOME}; tried: ")
+    assert f"GET {SD} failed: HTTP 404" in problem.message
+
+
 def test_a_document_outside_the_authority_is_reported_not_fetched() -> None:
     foreign = "http://evil.example.com/changelist.xml"
     server = broken(CAP, f"<loc>{CLI}</loc>", f"<loc>{foreign}</loc>")

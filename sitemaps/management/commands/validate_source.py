@@ -21,7 +21,9 @@ class Command(BaseCommand):
     requires_system_checks: list[str] = []
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("url", help="Source Description or Capability List URL")
+        parser.add_argument(
+            "url", help="Source Description or Capability List URL, or a web page leading to one"
+        )
         parser.add_argument("--token", help="sent as 'Authorization: Bearer <token>'")
         parser.add_argument(
             "--allow-host",
