@@ -12,6 +12,7 @@ urlpatterns = [
     path("", include("sitemaps.urls")),
     path("", views.landing, name="landing"),
     path("healthz", views.healthz, name="healthz"),
+    path("favicon.ico", views.favicon, name="favicon"),
     path("robots.txt", robots_txt, name="robots-txt"),
     path("admin/", admin.site.urls),
     path("api/v1/", include("sources.api.urls")),
