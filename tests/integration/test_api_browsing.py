@@ -77,6 +77,17 @@ def test_the_browsable_event_ingest_page_states_the_semantics(admin_client):
     assert "A request is all or nothing" in page and "application/x-ndjson" in page
 
 
+def test_the_browsable_pages_render_their_description_as_markdown(admin_client):
+    """It showed the Markdown as typed (backticks, `- ` bullets, hard-wrapped lines)."""
+    ResourceSetFactory(provider__slug="acme", slug="reports")
+    url = reverse("api:events", args=("acme", "reports"))
+    page = admin_client.get(url, headers={"Accept": "text/html"}).content.decode()
+    assert "<code>application/x-ndjson</code>" in page and "`application/x-ndjson`" not in page
+    assert "<li><code>created</code> inserts the resource" in page
+    sets = admin_client.get(reverse("api:sets"), headers={"Accept": "text/html"})
+    assert "<p>The sets a client may post to and read" in sets.content.decode()
+
+
 def test_a_staff_session_writes_only_with_its_csrf_token(admin_user):
     ResourceSetFactory(provider__slug="acme", slug="reports")
     browser = Client(enforce_csrf_checks=True)
