@@ -13,7 +13,7 @@ from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
 from dashboard.forms import HumanDurationField
-from dashboard.overview import local_time
+from dashboard.overview import local_time, published_text
 from dashboard.set_page import ResourceSetPage, start_regeneration
 from dashboard.status import last_regeneration_text, regeneration_state, running_text
 from sitemaps.dumps.build import settings_problem
@@ -120,8 +120,7 @@ class ResourceSetAdmin(ResourceSetPage, admin.ModelAdmin):
 
     @admin.display(description="pages")
     def pages(self, obj: ResourceSet) -> str:
-        resource, change = annotated(obj, "resource_pages"), annotated(obj, "change_pages")
-        return f"{resource} resource list, {change} change list"
+        return published_text(obj)
 
     @admin.display(description="dirty pages")
     def dirty(self, obj: ResourceSet) -> str:
