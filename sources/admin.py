@@ -118,6 +118,14 @@ class ResourceSetAdmin(ResourceSetPage, admin.ModelAdmin):
         queryset = super().get_queryset(request).select_related("provider", "regeneration_state")
         return with_regeneration_status(queryset)
 
+    def formfield_for_dbfield(
+        self, db_field: models.Field[Any, Any], request: HttpRequest, **kwargs: Any
+    ) -> forms.Field | None:
+        """The root dir as wide as the URL prefix: the admin's 20em input cut paths off."""
+        if db_field.name == "resource_root_dir":
+            kwargs["widget"] = forms.TextInput(attrs={"size": 60})
+        return super().formfield_for_dbfield(db_field, request, **kwargs)
+
     @admin.display(description="pages")
     def pages(self, obj: ResourceSet) -> str:
         return published_text(obj)
