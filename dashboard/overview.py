@@ -63,8 +63,26 @@ def start_of_today(now: dt.datetime) -> dt.datetime:
     return timezone.localtime(now).replace(hour=0, minute=0, second=0, microsecond=0)
 
 
+def published_text(resource_set: ResourceSet) -> str:
+    """Its pages and, when it has any, its dump packages; counts by `with_regeneration_status`."""
+    lists, changes, dumps, change_dumps = (
+        int(getattr(resource_set, name))
+        for name in (
+            "resource_pages",
+            "change_pages",
+            "resource_dump_packages",
+            "change_dump_packages",
+        )
+    )
+    text = f"{lists} resource list, {changes} change list pages"
+    if dumps or change_dumps:
+        text += f"; {dumps} resource dump, {change_dumps} change dump packages"
+    return text
+
+
 def sets_overview(now: dt.datetime) -> list[ResourceSet]:
-    """Sets with resources, changes today, pending changes, pages and `last_run` (a Run or None).
+    """Sets with resources, changes today, pending changes, `published` (pages and packages)
+    and `last_run` (a Run or None).
 
     Two queries, whatever the number of sets.
     """
@@ -75,6 +93,7 @@ def sets_overview(now: dt.datetime) -> list[ResourceSet]:
     runs = Run.objects.in_bulk([run_id for run_id in run_ids if run_id is not None])
     for resource_set, run_id in zip(sets, run_ids, strict=True):
         resource_set.last_run = runs.get(run_id)  # type: ignore[attr-defined]
+        resource_set.published = published_text(resource_set)  # type: ignore[attr-defined]
     return sets
 
 

@@ -154,6 +154,7 @@ def set_page_context(resource_set: ResourceSet, now: dt.datetime) -> dict[str, A
         "regenerate_url": reverse("admin:sources_resourceset_regenerate", args=[resource_set.pk]),
         "set_documents": documents.set_documents(resource_set),
         "dirty_pages": dirty_resource_pages(resource_set),
+        "published": overview.published_text(resource_set),
         "runs": runs_recent(resource_set=resource_set, limit=RUNS_SHOWN),
         "set_links": overview.set_links(resource_set, now),
         "changes_chart": overview.changes_chart(now, resource_set),

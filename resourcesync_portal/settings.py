@@ -335,7 +335,6 @@ SPECTACULAR_SETTINGS = {
     # Swagger UI's assets come from the sidecar package, not a CDN.
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
-    "REDOC_DIST": "SIDECAR",
     # Only the ways clients authenticate (a token, two headers), not the admin's
     # session behind the browsable API, and not the schema endpoint itself.
     "AUTHENTICATION_WHITELIST": ["sources.api.authentication.ApiTokenAuthentication"],

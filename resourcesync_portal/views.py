@@ -1,16 +1,20 @@
-"""The portal's own pages: the landing page and the health report."""
+"""The portal's own pages: the landing page, its icon and the health report."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
-from django.views.decorators.cache import never_cache
+from django.views.decorators.cache import cache_control, never_cache
 from django.views.decorators.http import require_safe
 
 from sitemaps import links
 from sitemaps.descriptions import visible_sets
 
 from . import health
+
+FAVICON = (Path(__file__).parent / "static" / "portal" / "favicon.svg").read_bytes()
 
 
 @require_safe
@@ -25,6 +29,13 @@ def landing(request: HttpRequest) -> HttpResponse:
         "source_description_url": links.source_description_url(),
     }
     return render(request, "portal/landing.html", context)
+
+
+@cache_control(public=True, max_age=86400)
+@require_safe
+def favicon(request: HttpRequest) -> HttpResponse:
+    """The icon, at the address browsers ask for on every page (a 404 each time before)."""
+    return HttpResponse(FAVICON, content_type="image/svg+xml")
 
 
 @never_cache

@@ -11,7 +11,13 @@ from sources.models import Change, ResourceSet
 
 from . import planning
 from .lease import lease_window
-from .models import ChangeListPage, RegenerationState, ResourceListPage
+from .models import (
+    ChangeListPage,
+    ChangePackage,
+    RegenerationState,
+    ResourceListPage,
+    ResourcePackage,
+)
 
 
 def _count(queryset: QuerySet) -> Coalesce:
@@ -35,12 +41,19 @@ def _dirty_pages() -> Coalesce:
 
 
 def with_regeneration_status(queryset: QuerySet[ResourceSet]) -> QuerySet[ResourceSet]:
-    """Sets with `resource_pages`, `change_pages`, `pending` and `dirty_pages`, in one query."""
+    """Sets with `resource_pages`, `change_pages`, `resource_dump_packages`, `change_dump_packages`
+    (dump packages written), `pending` and `dirty_pages`, in one query."""
     return queryset.annotate(
         regeneration_through=Coalesce("regeneration_state__through_change_id", 0)
     ).annotate(
         resource_pages=_count(ResourceListPage.objects.filter(resource_set=OuterRef("pk"))),
         change_pages=_count(ChangeListPage.objects.filter(resource_set=OuterRef("pk"))),
+        resource_dump_packages=_count(
+            ResourcePackage.objects.filter(resource_set=OuterRef("pk")).exclude(storage_name="")
+        ),
+        change_dump_packages=_count(
+            ChangePackage.objects.filter(resource_set=OuterRef("pk")).exclude(storage_name="")
+        ),
         pending=_count(
             Change.objects.filter(
                 resource_set=OuterRef("pk"), id__gt=OuterRef("regeneration_through")

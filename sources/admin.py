@@ -13,7 +13,7 @@ from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
 from dashboard.forms import HumanDurationField
-from dashboard.overview import local_time
+from dashboard.overview import local_time, published_text
 from dashboard.set_page import ResourceSetPage, start_regeneration
 from dashboard.status import last_regeneration_text, regeneration_state, running_text
 from sitemaps.dumps.build import settings_problem
@@ -118,10 +118,17 @@ class ResourceSetAdmin(ResourceSetPage, admin.ModelAdmin):
         queryset = super().get_queryset(request).select_related("provider", "regeneration_state")
         return with_regeneration_status(queryset)
 
+    def formfield_for_dbfield(
+        self, db_field: models.Field[Any, Any], request: HttpRequest, **kwargs: Any
+    ) -> forms.Field | None:
+        """The root dir as wide as the URL prefix: the admin's 20em input cut paths off."""
+        if db_field.name == "resource_root_dir":
+            kwargs["widget"] = forms.TextInput(attrs={"size": 60})
+        return super().formfield_for_dbfield(db_field, request, **kwargs)
+
     @admin.display(description="pages")
     def pages(self, obj: ResourceSet) -> str:
-        resource, change = annotated(obj, "resource_pages"), annotated(obj, "change_pages")
-        return f"{resource} resource list, {change} change list"
+        return published_text(obj)
 
     @admin.display(description="dirty pages")
     def dirty(self, obj: ResourceSet) -> str:

@@ -111,7 +111,6 @@ def api_endpoints(request: Request) -> dict[str, str]:
         "changes": per_set("changes"),
         "schema": url("schema"),
         "docs": url("api-docs"),
-        "redoc": url("api-redoc"),
         "authentication": EXPECTED_HEADER,
     }
 

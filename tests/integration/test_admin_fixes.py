@@ -342,6 +342,14 @@ def test_the_url_prefix_is_a_field_not_a_link(admin_client):
     assert 'href="http://data.example.org/acme/articles/"' not in html
 
 
+def test_the_resource_root_dir_input_is_as_wide_as_the_url_prefix(admin_client):
+    """The admin's 20em text input cut a folder's path off."""
+    html = admin_client.get(reverse("admin:sources_resourceset_add")).content.decode()
+    (root,) = re.findall(r'<input [^>]*name="resource_root_dir"[^>]*>', html)
+    (prefix,) = re.findall(r'<input [^>]*name="url_prefix"[^>]*>', html)
+    assert 'size="60"' in root and 'size="60"' in prefix and "vTextField" not in root
+
+
 def test_the_token_of_a_user_who_left_the_staff_can_still_be_revoked(
     admin_client, django_user_model
 ):

@@ -14,6 +14,7 @@ from django.utils import timezone
 
 from dashboard import charts
 from journal.models import Outcome, Run, RunKind
+from sitemaps.models import ChangePackage, ResourcePackage
 from sources.models import Change, ResourceSet
 from sources.services import ingest_events
 
@@ -62,6 +63,30 @@ def test_each_set_shows_resources_changes_today_pending_pages_and_last_regenerat
     # The links lead to the lists filtered to this set (and to today).
     listed = admin_client.get(today_url.replace("&amp;", "&")).content.decode()
     assert "27 changes" in listed or listed.count('class="field-uri"') == 27
+
+
+def test_the_pages_column_counts_the_dump_packages_too(admin_client):
+    """It counted Resource and Change List pages alone, as if the set published no dump."""
+    articles = make_set(entries_per_document=10)
+    created(articles, 25)
+    for number, stored in ((1, "rd-1.zip"), (2, "rd-2.zip"), (3, "")):  # 3: planned, not written
+        ResourcePackage.objects.create(
+            resource_set=articles, number=number, after_key=number, storage_name=stored
+        )
+    ChangePackage.objects.create(
+        resource_set=articles, number=1, since=timezone.now(), storage_name="cd-1.zip"
+    )
+    make_set(slug="plain")
+
+    html = dashboard(admin_client)
+    published = "3 resource list, 3 change list pages; 2 resource dump, 1 change dump packages"
+    assert published in row_of(html, "acme/articles")
+    plain = row_of(html, "acme/plain")
+    assert re.search(r"<td>0 resource list, [01] change list pages</td>", plain)
+    set_page = admin_client.get(reverse("admin:sources_resourceset_change", args=[articles.pk]))
+    assert published in set_page.content.decode()
+    listed = admin_client.get(reverse("admin:sources_resourceset_changelist")).content.decode()
+    assert published in listed
 
 
 def test_the_pending_count_links_to_the_pending_changes_alone(admin_client):

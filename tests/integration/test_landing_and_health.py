@@ -79,6 +79,16 @@ def test_landing_without_public_sets_says_so(client):
     assert "No public set yet." in landing(client).text_content()
 
 
+def test_every_page_has_an_icon_and_favicon_ico_answers(client, admin_client):
+    """`/favicon.ico` was a 404 on every page: an error in the console and the log."""
+    icon = client.get("/favicon.ico", follow=True)
+    assert icon.status_code == 200 and icon["Content-Type"].startswith("image/svg+xml")
+    assert "max-age" in client.get("/favicon.ico")["Cache-Control"]
+    for page in (landing(client), html.fromstring(admin_client.get("/admin/").content)):
+        (href,) = page.xpath("/html/head/link[@rel='icon']/@href")
+        assert client.get(href).status_code == 200
+
+
 # --- /healthz --------------------------------------------------------------------------
 
 
