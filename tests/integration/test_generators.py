@@ -456,18 +456,24 @@ def test_pages_built_in_forked_workers_equal_pages_built_in_process(
         assert found == documents["database", 1], key
 
 
+def unregenerated_set(settings, tmp_path, prefix: str, count: int, *, entries_per_document: int):
+    """A database-generator set of `count` resources, committed with no run after them."""
+    settings.RESOURCESYNC_GENERATORS = {"default": DATABASE}
+    store_documents_in(settings, tmp_path / "documents")
+    with receivers_muted(events_ingested), receivers_muted(post_save):
+        resource_set = make_set(entries_per_document=entries_per_document)
+        ingest_events(
+            resource_set=resource_set,
+            events=[event("created", f"{prefix}/{n:02d}", datetime=at(n)) for n in range(count)],
+        )
+    return resource_set
+
+
 @pytest.mark.django_db(transaction=True)
 def test_a_lone_page_built_in_halves_equals_the_page_built_whole(settings, tmp_path, monkeypatch):
     """One dirty page is built by two forked builders, half its key range each;
     the document is the one a single build writes, byte for byte."""
-    settings.RESOURCESYNC_GENERATORS = {"default": DATABASE}
-    store_documents_in(settings, tmp_path / "documents")
-    with receivers_muted(events_ingested), receivers_muted(post_save):
-        resource_set = make_set(entries_per_document=10)
-        ingest_events(
-            resource_set=resource_set,
-            events=[event("created", f"h/{n:02d}", datetime=at(n)) for n in range(25)],
-        )
+    resource_set = unregenerated_set(settings, tmp_path, "h", 25, entries_per_document=10)
     monkeypatch.setattr(regeneration, "HALVE_FROM_ENTRIES", 2)
     build = regeneration.build_resource_entries
 
@@ -583,14 +589,7 @@ def test_a_forked_page_builder_that_fills_the_disk_says_so(settings, tmp_path, m
 
     from journal.models import Run
 
-    settings.RESOURCESYNC_GENERATORS = {"default": DATABASE}
-    store_documents_in(settings, tmp_path / "documents")
-    with receivers_muted(events_ingested), receivers_muted(post_save):
-        resource_set = make_set(entries_per_document=4)
-        ingest_events(
-            resource_set=resource_set,
-            events=[event("created", f"d/{n:02d}", datetime=at(n)) for n in range(12)],
-        )
+    resource_set = unregenerated_set(settings, tmp_path, "d", 12, entries_per_document=4)
     with mock.patch("django.utils.timezone.now", return_value=at(60)):
         assert regenerate(resource_set) is not None  # pages exist: a full run has several
 
