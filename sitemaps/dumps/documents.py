@@ -2,23 +2,18 @@
 
 They list every package with its length, hashes and a `contents` link to
 the served copy of its manifest, and are rewritten whole whenever a package
-changes (they hold one entry per package, so they stay small). A package that
-replaces a listed version is switched in the same transaction as a dump
-already stored with it (`store_dump_with`), so the dump never describes
-another version than its URL serves, whatever fails in between.
+changes (they hold one entry per package, so they stay small).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, TypeVar
 
 from django.utils import timezone
 
 from sitemaps import links, publishing
-from sitemaps.models import ChangePackage, DumpDocument, DumpPackage, ResourcePackage
+from sitemaps.models import ChangePackage, DumpDocument, ResourcePackage
 from sitemaps.protocol.builders import (
     ChangeDumpPackage,
     ChangeListPart,
@@ -31,12 +26,10 @@ from sitemaps.protocol.builders import (
 )
 from sitemaps.storage import delete_document, save_document
 
-if TYPE_CHECKING:
-    from .job import DumpJob
+from .job import DumpJob
 
 RESOURCE_DUMP = DumpDocument.Kind.RESOURCE_DUMP
 CHANGE_DUMP = DumpDocument.Kind.CHANGE_DUMP
-P = TypeVar("P", bound=DumpPackage)
 
 
 def resource_dump_entry(package: ResourcePackage) -> ResourceDumpPackage:
@@ -65,69 +58,7 @@ def change_dump_entry(package: ChangePackage) -> ChangeDumpPackage:
     )
 
 
-@dataclass(frozen=True, slots=True)
-class StoredDump:
-    """A dump document's new version, stored; its row still names the previous one."""
-
-    document: DumpDocument
-    previous: str
-    name: str
-    etag: str
-    size: int
-    entries: int
-
-
-def store_dump_with(job: DumpJob, package: DumpPackage) -> list[StoredDump]:
-    """The package's dump as it is with this new version of `package` (saved with it).
-
-    The dump gives each package's length and hashes, and the package's URL serves its
-    row's version: a dump rewritten after the row would, if the disk filled in between
-    (or a crash came), keep describing another version than the URL serves.
-    """
-    if isinstance(package, ResourcePackage):
-        resources = ResourcePackage.objects.filter(resource_set=job.resource_set)
-        return _store_all(job, RESOURCE_DUMP, *_resource_dump(job, _with(package, resources)))
-    assert isinstance(package, ChangePackage)
-    changes = ChangePackage.objects.filter(resource_set=job.resource_set)
-    return _store_all(job, CHANGE_DUMP, *_change_dump(job, _with(package, changes)))
-
-
-def _with(package: P, rows: Iterable[P]) -> list[P]:
-    """`rows` with `package`, not yet saved, in place of its row."""
-    return [package if row.pk == package.pk else row for row in rows]
-
-
-def point_at(job: DumpJob, stored: list[StoredDump]) -> None:
-    """Point the rows at their stored versions and publish them (in the run's `holding`)."""
-    for version in stored:  # parts before their index
-        document = version.document
-        document.storage_name, document.etag = version.name, version.etag
-        document.entries, document.size = version.entries, version.size
-        document.generated_at = timezone.now()
-        document.save()
-        publishing.publish(job.resource_set, document)
-
-
-def retire(stored: list[StoredDump]) -> None:
-    """Retire the versions `point_at` replaced."""
-    for version in stored:
-        if version.previous and version.previous != version.name:
-            delete_document(version.previous)
-
-
 def write_resource_dump(job: DumpJob, packages: Iterable[ResourcePackage]) -> None:
-    _write(job, RESOURCE_DUMP, *_resource_dump(job, packages))
-
-
-def write_change_dump(job: DumpJob, packages: Iterable[ChangePackage]) -> None:
-    _write(job, CHANGE_DUMP, *_change_dump(job, packages))
-
-
-Parts = tuple[list, Callable[[list, str | None], bytes], Callable[[list[str]], bytes]]
-
-
-def _resource_dump(job: DumpJob, packages: Iterable[ResourcePackage]) -> Parts:
-    """The Resource Dump's entries and how its documents are built from them."""
     entries = [resource_dump_entry(package) for package in packages if package.storage_name]
     completed = timezone.now()
 
@@ -146,11 +77,10 @@ def _resource_dump(job: DumpJob, packages: Iterable[ResourcePackage]) -> Parts:
             parts, at=job.at, completed=completed, capability_list_url=job.capability_list_url
         )
 
-    return entries, dump, index
+    _write(job, RESOURCE_DUMP, entries, dump, index)
 
 
-def _change_dump(job: DumpJob, packages: Iterable[ChangePackage]) -> Parts:
-    """The Change Dump's entries and how its documents are built from them."""
+def write_change_dump(job: DumpJob, packages: Iterable[ChangePackage]) -> None:
     packages = [package for package in packages if package.storage_name]  # not the empty ones
     entries = [change_dump_entry(package) for package in packages]
     since = min([package.since for package in packages], default=job.now)
@@ -183,7 +113,7 @@ def _change_dump(job: DumpJob, packages: Iterable[ChangePackage]) -> Parts:
             parts, since=since, capability_list_url=job.capability_list_url
         )
 
-    return entries, dump, index
+    _write(job, CHANGE_DUMP, entries, dump, index)
 
 
 def _part_until(part: list[ChangePackage], *, last: bool) -> datetime | None:
@@ -210,28 +140,6 @@ def _write(
 ) -> None:
     """Store the dump, or its parts and their index, and retire parts no longer needed."""
     resource_set = job.resource_set
-    stored = _store_all(job, kind, entries, dump, index)
-    with job.run.lease.holding():
-        point_at(job, stored)
-    retire(stored)
-    numbers = [version.document.number for version in stored]
-    for stale in DumpDocument.objects.filter(resource_set=resource_set, kind=kind).exclude(
-        number__in=numbers
-    ):
-        publishing.withdraw(resource_set, stale)
-        stale.delete()
-        delete_document(stale.storage_name)
-
-
-def _store_all(
-    job: DumpJob,
-    kind: str,
-    entries: list,
-    dump: Callable[[list, str | None], bytes],
-    index: Callable[[list[str]], bytes],
-) -> list[StoredDump]:
-    """Store the dump's documents (parts before their index); no row points at them yet."""
-    resource_set = job.resource_set
     chunks = _chunks(entries, job.limits.entries)
     contents: dict[int, bytes] = {}
     if len(chunks) == 1:
@@ -243,13 +151,26 @@ def _store_all(
         contents[0] = index(urls)
     counts = {0: len(entries) if len(chunks) == 1 else len(chunks)}
     counts.update({n: len(chunk) for n, chunk in enumerate(chunks, start=1)})
-    stored = []
     for number, content in sorted(contents.items(), reverse=True):  # parts before their index
-        document, _ = DumpDocument.objects.get_or_create(
-            resource_set=resource_set, kind=kind, number=number
-        )
-        name, etag = save_document(job.directory, document.public_name, content)
-        stored.append(
-            StoredDump(document, document.storage_name, name, etag, len(content), counts[number])
-        )
-    return stored
+        _store(job, kind, number, content, entries=counts[number])
+    for stale in DumpDocument.objects.filter(resource_set=resource_set, kind=kind).exclude(
+        number__in=contents
+    ):
+        publishing.withdraw(resource_set, stale)
+        stale.delete()
+        delete_document(stale.storage_name)
+
+
+def _store(job: DumpJob, kind: str, number: int, content: bytes, *, entries: int) -> None:
+    document, _ = DumpDocument.objects.get_or_create(
+        resource_set=job.resource_set, kind=kind, number=number
+    )
+    name, etag = save_document(job.directory, document.public_name, content)
+    previous = document.storage_name
+    document.storage_name, document.etag = name, etag
+    document.entries, document.size, document.generated_at = entries, len(content), timezone.now()
+    with job.run.lease.holding():
+        document.save()
+        publishing.publish(job.resource_set, document)
+    if previous and previous != name:
+        delete_document(previous)

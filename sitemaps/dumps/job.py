@@ -20,7 +20,6 @@ from sitemaps.protocol.records import ChangeRecord, ResourceRecord
 from sitemaps.storage import delete_document, save_document
 from sources.models import Change
 
-from .documents import point_at, retire, store_dump_with
 from .packaging import (
     BitstreamChanged,
     Item,
@@ -131,7 +130,6 @@ class DumpJob:
         manifest_name, manifest_etag = save_document(
             self.directory, package.manifest_public_name, written.manifest
         )
-        listed = bool(package.storage_name)
         old = {package.storage_name, package.manifest_name} - {stored.name, manifest_name, ""}
         package.storage_name, package.etag, package.size = stored.name, stored.etag, stored.size
         package.md5, package.sha256 = stored.md5, stored.sha256
@@ -140,14 +138,11 @@ class DumpJob:
         package.entries, package.generated_at = written.bitstreams, timezone.now()
         package.skipped = [vars_of(s) for s in written.skipped[:SKIPPED_KEPT]]
         package.skipped_count = len(written.skipped)
-        dumps = store_dump_with(self, package) if listed else []
         with self.run.lease.holding():
             package.save()
             publishing.publish_package(self.resource_set, package)
-            point_at(self, dumps)
         for name in old:
             delete_document(name)
-        retire(dumps)
         self.record(package, stored.size, written)
         return written
 
@@ -162,15 +157,12 @@ class DumpJob:
         package.size = package.manifest_size = package.entries = 0
         package.skipped = [vars_of(s) for s in skipped[:SKIPPED_KEPT]]
         package.skipped_count, package.generated_at = len(skipped), timezone.now()
-        dumps = store_dump_with(self, package) if old[0] else []  # the dump must drop it
         with self.run.lease.holding():
             publishing.withdraw_package(self.resource_set, package)
             package.save()
-            point_at(self, dumps)
         for name in old:
             if name:
                 delete_document(name)
-        retire(dumps)
 
     def _write_attempts(
         self,

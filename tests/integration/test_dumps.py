@@ -304,9 +304,7 @@ def test_a_run_that_lost_its_lease_publishes_no_dump(tmp_path: Path, monkeypatch
     files.post([files.write(f"r{n}.txt", content(n)) for n in range(6)])
     rows = {"package": ResourcePackage, "dump document": DumpDocument}[step].objects
     published = list(rows.values_list("storage_name"))
-    owner, name = {"package": (DumpJob, "write"), "dump document": (dump_documents, "_store_all")}[
-        step
-    ]
+    owner, name = {"package": (DumpJob, "write"), "dump document": (dump_documents, "_store")}[step]
     storing = getattr(owner, name)
 
     def taken_over_while_storing(*args, **kwargs):
@@ -782,39 +780,3 @@ def test_a_change_dump_packages_nothing_behind_a_change_waiting_for_the_copy(
     later = [entry for entry in packaged_changes(client) if entry not in first]
     assert len(first) + len(later) == 2
     assert all(datetime > passed for _, datetime in later)
-
-
-@pytest.mark.parametrize("dump", ["resourcedump", "changedump"])
-def test_a_full_disk_before_the_dump_document_leaves_packages_it_describes(
-    client, tmp_path: Path, monkeypatch, dump
-) -> None:
-    """A package was stored and published before its dump document was rewritten: when
-    the disk filled between the two, the dump kept naming the old package's length and
-    hashes while its URL served the new one, for as long as the disk stayed full."""
-    import errno
-
-    from sitemaps.dumps import documents as dump_documents
-
-    files = FileSet(
-        tmp_path / "files",
-        entries_per_document=4,
-        publish_resource_dump=dump == "resourcedump",
-        publish_change_dump=dump == "changedump",
-    )
-    files.post([files.write(f"r{n}.txt", content(n)) for n in range(6)])
-    storing = dump_documents.save_document
-
-    def full_disk(directory: str, public_name: str, data: bytes):
-        if public_name.startswith(dump):
-            raise OSError(errno.ENOSPC, "No space left on device")
-        return storing(directory, public_name, data)
-
-    monkeypatch.setattr(dump_documents, "save_document", full_disk)
-    with pytest.raises(OSError):
-        files.post([files.write("r1.txt", content(1, version=2), change="updated")])
-
-    status, body, _ = get(client, f"{BASE}/{dump}.xml")
-    assert status == 200
-    capability = f"{dump}-manifest"
-    for entry in entries(body):  # each package served as the dump describes it
-        check_package(client, entry, capability)
