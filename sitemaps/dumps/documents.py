@@ -25,6 +25,7 @@ from sitemaps.protocol.builders import (
     build_resource_dump_index,
 )
 from sitemaps.storage import delete_document, save_document
+from sources.models import ResourceSet
 
 from .job import DumpJob
 
@@ -32,8 +33,9 @@ RESOURCE_DUMP = DumpDocument.Kind.RESOURCE_DUMP
 CHANGE_DUMP = DumpDocument.Kind.CHANGE_DUMP
 
 
-def resource_dump_entry(package: ResourcePackage) -> ResourceDumpPackage:
-    resource_set, kind, number = package.resource_set, package.kind, package.number
+def resource_dump_entry(resource_set: ResourceSet, package: ResourcePackage) -> ResourceDumpPackage:
+    """The package's entry (the set given, not read again per package)."""
+    kind, number = package.kind, package.number
     return ResourceDumpPackage(
         loc=links.package_url(resource_set, kind, number),
         length=package.size,
@@ -45,8 +47,9 @@ def resource_dump_entry(package: ResourcePackage) -> ResourceDumpPackage:
     )
 
 
-def change_dump_entry(package: ChangePackage) -> ChangeDumpPackage:
-    resource_set, kind, number = package.resource_set, package.kind, package.number
+def change_dump_entry(resource_set: ResourceSet, package: ChangePackage) -> ChangeDumpPackage:
+    """The package's entry (the set given, not read again per package)."""
+    kind, number = package.kind, package.number
     return ChangeDumpPackage(
         loc=links.package_url(resource_set, kind, number),
         length=package.size,
@@ -59,7 +62,11 @@ def change_dump_entry(package: ChangePackage) -> ChangeDumpPackage:
 
 
 def write_resource_dump(job: DumpJob, packages: Iterable[ResourcePackage]) -> None:
-    entries = [resource_dump_entry(package) for package in packages if package.storage_name]
+    entries = [
+        resource_dump_entry(job.resource_set, package)
+        for package in packages
+        if package.storage_name
+    ]
     completed = timezone.now()
 
     def dump(chunk: list[ResourceDumpPackage], index_url: str | None) -> bytes:
@@ -82,7 +89,7 @@ def write_resource_dump(job: DumpJob, packages: Iterable[ResourcePackage]) -> No
 
 def write_change_dump(job: DumpJob, packages: Iterable[ChangePackage]) -> None:
     packages = [package for package in packages if package.storage_name]  # not the empty ones
-    entries = [change_dump_entry(package) for package in packages]
+    entries = [change_dump_entry(job.resource_set, package) for package in packages]
     since = min([package.since for package in packages], default=job.now)
     size = job.limits.entries
     parts = _chunks(packages, size)
