@@ -634,6 +634,9 @@ class Mirror:
             # A node back without its data, an index deleted: every change is pending again,
             # so no page is built from the empty copy, and every set is indexed anew, here.
             lost = Change.objects.filter(indexed=True).update(indexed=False)
+            # The marks now refer to these indices only: indices of other names (a prefix
+            # the portal ran on before, and may come back to) miss what is marked from now.
+            MirrorCopy.objects.exclude(names=self._names).delete()
             self.record_copy()
             if lost:
                 logger.warning("An Elasticsearch index was replaced: every change is indexed again")
