@@ -425,15 +425,25 @@ class Mirror:
         return self._is_identity(self.recorded_identity())
 
     def _is_identity(self, recorded: str | None) -> bool:
-        """The indices are the ones `recorded` names (any of them), or none is recorded."""
-        return recorded is None or self.identity() in recorded.split("|")
+        """The indices are the ones `recorded` names (any of them), or none is recorded
+        and the marks refer to no other indices."""
+        if recorded is None:
+            return not self._marked_elsewhere()
+        return self.identity() in recorded.split("|")
+
+    def _marked_elsewhere(self) -> bool:
+        """Changes are marked indexed into indices of other names (another
+        ELASTICSEARCH_INDEX_PREFIX): under these names they may hold none of them."""
+        others = MirrorCopy.objects.exclude(names=self._names)
+        return others.exists() and Change.objects.filter(indexed=True).exists()
 
     def copy_replaced(self) -> bool:
         """Create missing indices; True if the indices are not the ones the `indexed` marks
-        refer to (whatever they held is gone). The first look records them."""
+        refer to (whatever they held is gone). The first look records them, unless the
+        marks refer to indices of other names."""
         created = self.ensure_indices()
         recorded = self.recorded_identity()
-        if recorded is None and not created:
+        if recorded is None and not created and not self._marked_elsewhere():
             self.record_copy()
             return False
         return created or not self._is_identity(recorded)
@@ -624,6 +634,9 @@ class Mirror:
             # A node back without its data, an index deleted: every change is pending again,
             # so no page is built from the empty copy, and every set is indexed anew, here.
             lost = Change.objects.filter(indexed=True).update(indexed=False)
+            # The marks now refer to these indices only: indices of other names (a prefix
+            # the portal ran on before, and may come back to) miss what is marked from now.
+            MirrorCopy.objects.exclude(names=self._names).delete()
             self.record_copy()
             if lost:
                 logger.warning("An Elasticsearch index was replaced: every change is indexed again")

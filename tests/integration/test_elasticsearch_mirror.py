@@ -1049,3 +1049,76 @@ def test_changes_committed_once_a_run_began_are_left_to_the_next_run(
     later = [entry for entry in published_changes(client) if entry not in first]
     assert len(first) + len(later) == 8
     assert all(datetime > passed for _, datetime in later)
+
+
+def test_indices_under_a_new_prefix_are_not_taken_for_the_copy(
+    use_elasticsearch, client, settings, tmp_path, elasticsearch_generator
+):
+    """Every change marked indexed under one ELASTICSEARCH_INDEX_PREFIX, then the portal
+    started on another whose indices `search_index --create` made (empty): the marks do
+    not refer to them, so no page may be built from them until they are filled."""
+    from sitemaps.regeneration import regenerate
+    from sources.generators import get_generator
+
+    from ..support import store_documents_in
+
+    store_documents_in(settings, tmp_path / "documents")
+    resource_set = make_set(entries_per_document=4)
+    created(resource_set, 12)
+    every = served_locs(client)
+    assert not Change.objects.filter(indexed=False).exists()
+    entry = {
+        **elasticsearch_generator,
+        "INDEX_PREFIX": f"{elasticsearch_generator['INDEX_PREFIX']}-b",
+    }
+    settings.RESOURCESYNC_GENERATORS = {"default": entry}
+    renamed = get_generator()
+    renamed.mirror.delete_indices()
+    renamed.mirror.create_indices()  # `manage.py search_index --create`
+    try:
+        regenerate(resource_set, full=True)
+        assert served_locs(client) == every
+        created(resource_set, 1, start=20)  # the next request indexes into the new indices
+        regenerate(resource_set, full=True)
+        assert len(served_locs(client)) == 13
+        assert es_count(renamed.mirror, renamed.mirror.resources_index) == 13
+    finally:
+        renamed.mirror.delete_indices()
+
+
+def test_indices_of_a_prefix_left_earlier_are_not_taken_for_the_copy(
+    use_elasticsearch, client, settings, tmp_path, elasticsearch_generator
+):
+    """The portal moved to another ELASTICSEARCH_INDEX_PREFIX (every change indexed into
+    its indices), then back: the first prefix's indices still exist and are still the ones
+    recorded for it, but they miss every change since, and the marks refer to the others."""
+    from sitemaps.regeneration import regenerate
+    from sources.generators import get_generator
+
+    from ..support import store_documents_in
+
+    store_documents_in(settings, tmp_path / "documents")
+    resource_set = make_set(entries_per_document=4)
+    created(resource_set, 6)
+    first = dict(elasticsearch_generator)
+    other = {**first, "INDEX_PREFIX": f"{first['INDEX_PREFIX']}-b"}
+    settings.RESOURCESYNC_GENERATORS = {"default": other}
+    moved = get_generator()
+    moved.mirror.delete_indices()
+    try:
+        created(resource_set, 6, start=6)
+        ingest(resource_set, [event("deleted", "r/0000001"), event("deleted", "r/0000002")])
+        regenerate(resource_set)
+        every = served_locs(client)
+        assert len(every) == 10
+        settings.RESOURCESYNC_GENERATORS = {"default": first}  # back to the first prefix
+        back = get_generator()
+        assert not back.mirror.is_recorded_copy()
+        regenerate(resource_set, full=True)
+        assert served_locs(client) == every
+        created(resource_set, 1, start=20)
+        regenerate(resource_set, full=True)
+        assert served_locs(client) == every | {"http://data.example.org/r/0000020"}
+        assert es_count(back.mirror, back.mirror.resources_index) == 11
+    finally:
+        moved.mirror.delete_indices()
