@@ -10,13 +10,12 @@ from django.conf import settings
 from django.core.cache import cache
 
 from .generators import get_generator
-from .indexing import CLAIM_SECONDS
 
 logger = logging.getLogger(__name__)
 
-#: How long after a run was turned away its follow-up comes: once the claim could
-#: have lapsed (it lasts CLAIM_SECONDS past the holder's last renewal).
-FOLLOW_UP_SECONDS = CLAIM_SECONDS + 15
+#: A follow-up comes this long after the claim that turned its run away could have
+#: lapsed (`indexing.CLAIM_SECONDS` past the holder's last renewal).
+FOLLOW_UP_MARGIN_SECONDS = 15
 
 #: Indexing tasks are retried with backoff (Elasticsearch down, a busy database).
 RETRIED: dict[str, Any] = {
@@ -51,8 +50,11 @@ def queue_follow_up(resource_set_id: int) -> None:
     """
     if settings.CELERY_TASK_ALWAYS_EAGER:
         return
-    if cache.add(_follow_up_key(resource_set_id), True, timeout=2 * FOLLOW_UP_SECONDS):
-        follow_up_indexing.apply_async((resource_set_id,), countdown=FOLLOW_UP_SECONDS)
+    from .indexing import CLAIM_SECONDS  # sent by the mirror, so loaded; not on every start
+
+    countdown = CLAIM_SECONDS + FOLLOW_UP_MARGIN_SECONDS
+    if cache.add(_follow_up_key(resource_set_id), True, timeout=2 * countdown):
+        follow_up_indexing.apply_async((resource_set_id,), countdown=countdown)
 
 
 @shared_task(**RETRIED)
