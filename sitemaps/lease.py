@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
-import socket
+import re
 import threading
 import uuid
 from collections.abc import Iterator
@@ -20,10 +20,11 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import DatabaseError, connection, connections, transaction
-from django.db.models import F, Q
+from django.db.models import F, Q, QuerySet
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from resourcesync_portal import processes
 from sources.models import ResourceSet
 
 from .models import RegenerationState
@@ -42,7 +43,11 @@ def lease_window() -> timedelta:
 
 def holder_name() -> str:
     """Who runs: host and pid for people, a random tail so each run is unique."""
-    return f"{socket.gethostname()} pid {os.getpid()} #{uuid.uuid4().hex[:8]}"
+    return f"{processes.this_host()} pid {os.getpid()} #{uuid.uuid4().hex[:8]}"
+
+
+#: `holder_name()` read back.
+_HOLDER = re.compile(r"(?P<host>.+) pid (?P<pid>\d+) #[0-9a-f]+")
 
 
 @dataclass
@@ -105,19 +110,31 @@ def acquire(resource_set: ResourceSet, now: datetime) -> Lease | None:
     state, _ = RegenerationState.objects.get_or_create(resource_set=resource_set)
     lease = Lease(state_pk=state.pk, holder=holder_name())
     last_sign_of_life = Coalesce("heartbeat_at", "running_since")
-    taken = (
+    free = (
         RegenerationState.objects.filter(pk=state.pk)
         .alias(alive_at=last_sign_of_life)
         .filter(Q(running_since__isnull=True) | Q(alive_at__lt=now - lease_window()))
-        .update(
-            running_since=now,
-            heartbeat_at=now,
-            holder=lease.holder,
-            progress_done=0,
-            progress_total=0,
-        )
     )
-    return lease if taken else None
+    if _take(free, lease, now) or _take(_held_by_gone_process(state.pk), lease, now):
+        return lease
+    return None
+
+
+def _take(rows: QuerySet[RegenerationState], lease: Lease, now: datetime) -> int:
+    return rows.update(
+        running_since=now, heartbeat_at=now, holder=lease.holder, progress_done=0, progress_total=0
+    )
+
+
+def _held_by_gone_process(state_pk: int) -> QuerySet[RegenerationState]:
+    """The state row while its holder is a process of this host that is gone (killed
+    mid-run, it could not let go): taken over at once, not after the lease window."""
+    rows = RegenerationState.objects.filter(pk=state_pk)
+    holder = rows.values_list("holder", flat=True).first() or ""
+    named = _HOLDER.fullmatch(holder)
+    if named is None or not processes.is_gone(named["host"], named["pid"]):
+        return rows.none()
+    return rows.filter(holder=holder)
 
 
 def can_beat_in_thread() -> bool:

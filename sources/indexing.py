@@ -11,7 +11,6 @@ from __future__ import annotations
 import copy
 import logging
 import os
-import socket
 import threading
 import time
 from collections.abc import Iterable, Iterator
@@ -27,6 +26,8 @@ from django.db.models.functions import Cast
 from django_elasticsearch_dsl import Index
 from elasticsearch import AuthorizationException, Elasticsearch
 from elasticsearch.serializer import OrjsonSerializer
+
+from resourcesync_portal import processes
 
 from .documents import (
     CHANGE_RECORD_FIELDS,
@@ -291,7 +292,7 @@ def _same_resource(sent: Sent, key: int | None, now: dict[int, RowState]) -> boo
 
 def claim_holder() -> str:
     """Who holds an indexing claim: this host and process."""
-    return f"{socket.gethostname()} {os.getpid()}"
+    return f"{processes.this_host()} {os.getpid()}"
 
 
 def take_claim(claim: str) -> bool:
@@ -312,15 +313,7 @@ def holder_is_gone(holder: str) -> bool:
     """Whether `holder` (host and pid) names a process of this host that no longer runs;
     another host's is left to lapse."""
     host, _, pid = holder.rpartition(" ")
-    if host != socket.gethostname() or not pid.isdigit():
-        return False
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:  # alive, another user's
-        return False
-    return False
+    return processes.is_gone(host, pid)
 
 
 class Mirror:
