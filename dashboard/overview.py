@@ -23,7 +23,7 @@ from django.utils.safestring import SafeString
 from journal.liveness import close_abandoned_runs
 from journal.models import Run, RunKind
 from sitemaps.protocol.constants import ChangeType
-from sitemaps.selectors import with_regeneration_status
+from sitemaps.selectors import annotated, with_regeneration_status
 from sources.models import Change, Resource, ResourceSet
 
 from . import charts
@@ -65,15 +65,10 @@ def start_of_today(now: dt.datetime) -> dt.datetime:
 
 def published_text(resource_set: ResourceSet) -> str:
     """Its pages and, when it has any, its dump packages; counts by `with_regeneration_status`."""
-    lists, changes, dumps, change_dumps = (
-        int(getattr(resource_set, name))
-        for name in (
-            "resource_pages",
-            "change_pages",
-            "resource_dump_packages",
-            "change_dump_packages",
-        )
-    )
+    lists = annotated(resource_set, "resource_pages")
+    changes = annotated(resource_set, "change_pages")
+    dumps = annotated(resource_set, "resource_dump_packages")
+    change_dumps = annotated(resource_set, "change_dump_packages")
     text = f"{lists} resource list, {changes} change list pages"
     if dumps or change_dumps:
         text += f"; {dumps} resource dump, {change_dumps} change dump packages"

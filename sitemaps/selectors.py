@@ -40,6 +40,11 @@ def _dirty_pages() -> Coalesce:
     return _count(pages)
 
 
+def annotated(resource_set: ResourceSet, name: str) -> int:
+    """A count `with_regeneration_status` annotated on the set."""
+    return int(getattr(resource_set, name))
+
+
 def with_regeneration_status(queryset: QuerySet[ResourceSet]) -> QuerySet[ResourceSet]:
     """Sets with `resource_pages`, `change_pages`, `resource_dump_packages`, `change_dump_packages`
     (dump packages written), `pending` and `dirty_pages`, in one query."""

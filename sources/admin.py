@@ -19,15 +19,10 @@ from dashboard.status import last_regeneration_text, regeneration_state, running
 from sitemaps.dumps.build import settings_problem
 from sitemaps.dumps.job import readable_size
 from sitemaps.dumps.selectors import dump_status
-from sitemaps.selectors import with_regeneration_status
+from sitemaps.selectors import annotated, with_regeneration_status
 
 from .generators import BaseGenerator, get_generator
 from .models import ApiToken, CapabilitySettings, Change, DataProvider, Resource, ResourceSet
-
-
-def annotated(obj: ResourceSet, name: str) -> int:
-    """A count `with_regeneration_status` annotated on the admin's queryset."""
-    return int(getattr(obj, name))
 
 
 def mirror_in_use() -> bool:
