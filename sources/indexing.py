@@ -434,12 +434,11 @@ class Mirror:
         """Create missing indices; True if the indices are not the ones the `indexed` marks
         refer to (whatever they held is gone). The first look records them, unless the
         marks refer to indices of other names."""
-        created = self.ensure_indices()
-        recorded = self.recorded_identity()
-        if recorded is None and not created and not self._marked_elsewhere():
+        if self.ensure_indices() or not self._is_identity(recorded := self.recorded_identity()):
+            return True
+        if recorded is None:
             self.record_copy()
-            return False
-        return created or not self._is_identity(recorded)
+        return False
 
     def _check_copy(self) -> None:
         """Raise CopyReplaced unless the indices are the ones the marks refer to."""

@@ -43,10 +43,10 @@ def queue_follow_up(resource_set_id: int) -> None:
 
     One pending per set (during a long backlog every commit's run is turned
     away); its key lapses a countdown after the follow-up was due, so one lost
-    with its worker holds off the next only that long. Eagerly (no broker) none: it would run at
-    once, in the request, against the same claim; the embedded beat's
-    `reconcile_indices` indexes what is left, and a claim of this host's dead
-    process is taken over at once anyway.
+    with its worker holds off the next only that long. Eagerly (no broker)
+    none: it would run at once, in the request, against the same claim; the
+    embedded beat's `reconcile_indices` indexes what is left, and a claim of
+    this host's dead process is taken over at once anyway.
     """
     if settings.CELERY_TASK_ALWAYS_EAGER:
         return
