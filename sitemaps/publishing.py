@@ -25,10 +25,13 @@ reading the row.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import shutil
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 
@@ -56,6 +59,8 @@ URL_PREFIX = "resourcesync"
 FINAL_DIR = "final"
 #: What Django's <slug:> URL converter accepts.
 _SLUG = re.compile(r"[-a-zA-Z0-9_]+")
+
+logger = logging.getLogger(__name__)
 
 
 def published_root() -> Path | None:
@@ -258,6 +263,39 @@ def withdraw(resource_set: ResourceSet, document: StoredDocument) -> None:
     directory = _directory(resource_set)
     if directory is not None:
         _link(directory, document.public_name, None)
+
+
+@contextmanager
+def switching(
+    held: lease.Lease, resource_set: ResourceSet, item: StoredDocument | DumpPackage
+) -> Iterator[None]:
+    """`held.holding()` around saving `item`'s row and switching its links.
+
+    When the block fails (the published folder full between the twin and the plain
+    link, the commit refused), the row rolls back but switched links would not.
+    They are removed: nginx then passes the name to Django, which sends the row's
+    version, until the next publish links it again. Removing needs neither the
+    database nor free space, which the failure may have taken.
+    """
+    started = False
+    try:
+        with held.holding():
+            started = True
+            yield
+    except Exception:
+        if started:
+            _unlink(resource_set, item)
+        raise
+
+
+def _unlink(resource_set: ResourceSet, item: StoredDocument | DumpPackage) -> None:
+    try:
+        if isinstance(item, DumpPackage):
+            withdraw_package(resource_set, item)
+        else:
+            withdraw(resource_set, item)
+    except OSError:
+        logger.exception("%s: the links of %s could not be removed", resource_set, item)
 
 
 def publish_set(resource_set: ResourceSet) -> None:

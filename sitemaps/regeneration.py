@@ -885,7 +885,7 @@ class RegenerationRun:
         previous = document.storage_name
         document.storage_name, document.etag = name, etag
         self.report.bytes_written += document.size
-        with self.lease.holding():
+        with publishing.switching(self.lease, self.resource_set, document):
             document.save()
             publishing.publish(self.resource_set, document)
         if previous and previous != name:

@@ -258,3 +258,43 @@ def etree_locs(content: bytes) -> list[str]:
     from ..support import NS
 
     return etree.fromstring(content).xpath("//sm:loc/text()", namespaces=NS)
+
+
+@pytest.mark.parametrize("failing", ["plain link", "commit"])
+def test_links_follow_the_rows_when_a_write_rolls_back(client, published_dir, monkeypatch, failing):
+    """A page's row rolled back after its links were switched: the published folder full
+    between the gzip twin and the plain link, or the commit refused once both were. nginx
+    then sent the new version (to gzip readers, or to all) while Django sent the row's."""
+    import errno
+
+    from django.db import DatabaseError
+
+    from sitemaps import publishing
+
+    resource_set = make_set(entries_per_document=4)
+    created(resource_set, 10)
+    replace_link, publish = publishing._replace_link, publishing.publish
+
+    def full_at_plain_link(link: Path, target: Path | None, *args) -> None:
+        if link.name == "resourcelist-2.xml" and target is not None:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        replace_link(link, target, *args)
+
+    def refused_after_linking(resource_set, document) -> None:
+        publish(resource_set, document)
+        if document.public_name == "resourcelist-2.xml":
+            raise DatabaseError("database or disk is full")
+
+    if failing == "plain link":
+        monkeypatch.setattr(publishing, "_replace_link", full_at_plain_link)
+    else:
+        monkeypatch.setattr(publishing, "publish", refused_after_linking)
+    with pytest.raises((OSError, DatabaseError), match=r"No space left|disk is full"):
+        regenerate(resource_set, full=True)
+
+    links = tree(published_dir)
+    assert "resourcelist-1.xml" in links, "pages written before the failure stay linked"
+    for name, link in links.items():
+        url = f"{BASE}/{name.removeprefix('final/').removesuffix('.gz')}"
+        gzipped = {"accept-encoding": "gzip"} if name.endswith(".gz") else {}
+        assert link.read_bytes() == served(client, url, **gzipped), name
