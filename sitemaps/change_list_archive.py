@@ -85,7 +85,7 @@ def retain(
         [page.until is not None for page in pages], run.capabilities.changelist_keep
     )
     if not archived:
-        remove_archive(run.resource_set)
+        remove_archive(run)
         return pages, None
     lists = [
         ArchivedList(
@@ -101,13 +101,19 @@ def retain(
     return [pages[p] for p in kept], links.change_list_archive_url(run.resource_set)
 
 
-def remove_archive(resource_set: ResourceSet) -> None:
-    """No list is archived (any more): the archive document goes."""
+def remove_archive(run: RegenerationRun) -> None:
+    """No list is archived (any more): the archive document goes.
+
+    Its links go with its row, holding the set: a tree rebuild that read the rows
+    before would otherwise link it again.
+    """
+    resource_set = run.resource_set
     document = IndexDocument.objects.filter(resource_set=resource_set, kind=KIND).first()
     if document is None:
         return
-    publishing.withdraw(resource_set, document)
-    document.delete()
+    with run.lease.holding():
+        publishing.withdraw(resource_set, document)
+        document.delete()
     delete_document(document.storage_name)
 
 

@@ -428,13 +428,17 @@ class RegenerationRun:
         return split_row(pages, page, last_key, resource_set=self.resource_set)
 
     def merge_page(self, pages: list[ResourceListPage], page: ResourceListPage) -> None:
-        """An emptied page gives its key range to the next page and goes. One transaction."""
+        """An emptied page gives its key range to the next page and goes.
+
+        One transaction holding the set, links included: a tree rebuild that read the
+        rows before it would otherwise link the page again once it is gone.
+        """
         position = pages.index(page)
         following = pages[position + 1]
         widened = planning.merge_into_next([key_range(p) for p in pages], position)[position]
-        publishing.withdraw(self.resource_set, page)
         storage_name = page.storage_name
-        with transaction.atomic():
+        with self.lease.holding():
+            publishing.withdraw(self.resource_set, page)
             page.delete()
             following.after_key = widened.after
             following.save(update_fields=["after_key"])

@@ -298,3 +298,90 @@ def test_links_follow_the_rows_when_a_write_rolls_back(client, published_dir, mo
         url = f"{BASE}/{name.removeprefix('final/').removesuffix('.gz')}"
         gzipped = {"accept-encoding": "gzip"} if name.endswith(".gz") else {}
         assert link.read_bytes() == served(client, url, **gzipped), name
+
+
+def _merged_page(resource_set, published_dir):
+    """Page 2 emptied: a run merges it away (RegenerationRun.merge_page)."""
+    from sitemaps.regeneration import RegenerationRun
+
+    created(resource_set, 6)
+    return RegenerationRun, "merge_page", "resourcelist-2.xml", ["r/0000002", "r/0000003"]
+
+
+def _archive_given_up(resource_set, published_dir):
+    """Lists no longer archived: a run removes the archive (change_list_archive.remove_archive)."""
+    from sitemaps import change_list_archive
+    from sources.models import CapabilitySettings
+
+    CapabilitySettings.objects.filter(resource_set=resource_set).update(changelist_keep=1)
+    created(resource_set, 7)
+    assert "changelist-archive.xml" in tree(published_dir)
+    CapabilitySettings.objects.filter(resource_set=resource_set).update(changelist_keep=None)
+    return change_list_archive, "remove_archive", "changelist-archive.xml", ["r/0000000"]
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.skipif(
+    connection.vendor == "sqlite",
+    reason="SQLite's in-memory test database: one writer, and threads cannot wait on it",
+)
+@pytest.mark.parametrize("going", [_merged_page, _archive_given_up])
+def test_a_tree_rebuild_during_a_run_leaves_no_link_to_a_document_gone(
+    client, published_dir, monkeypatch, going
+):
+    """A rebuild read the rows while a run removed a document (a page merged away, the
+    archive given up): the run removed its links and its row outside the set's state
+    lock, and the rebuild linked it again. The tree sent a document no index listed,
+    then a link to nothing."""
+    import threading
+
+    from sitemaps import publishing
+
+    resource_set = make_set(entries_per_document=2)
+    owner, step, name, deleted = going(resource_set, published_dir)
+    at_step, step_go = threading.Event(), threading.Event()
+    read, go = threading.Event(), threading.Event()
+    documents, remove = publishing._documents, getattr(owner, step)
+
+    def read_then_wait(rows_of):
+        rows = documents(rows_of)
+        read.set()
+        go.wait(10)
+        return rows
+
+    def wait_then_remove(*args):
+        at_step.set()
+        step_go.wait(10)
+        return remove(*args)
+
+    monkeypatch.setattr(publishing, "_documents", read_then_wait)
+    monkeypatch.setattr(owner, step, wait_then_remove)
+
+    def rebuild() -> None:
+        try:
+            publishing.rebuild()
+        finally:
+            connection.close()
+
+    def run() -> None:
+        try:
+            ingest(resource_set, [event("deleted", uri) for uri in deleted])
+        finally:
+            connection.close()
+
+    running = threading.Thread(target=run)
+    running.start()
+    assert at_step.wait(10)
+    rebuilding = threading.Thread(target=rebuild)
+    rebuilding.start()
+    assert read.wait(10)
+    step_go.set()
+    running.join(2)  # blocked by the rebuild, or done
+    go.set()
+    rebuilding.join(20)
+    running.join(20)
+
+    links = tree(published_dir)
+    assert name not in links
+    assert name + ".gz" not in links
+    assert client.get(f"{BASE}/{name}").status_code == 404
