@@ -31,7 +31,7 @@ from harvester.dumps import (
     read_manifest,
     work_directory,
 )
-from harvester.report import Outcome
+from harvester.report import Action, Outcome
 from harvester.session import HarvestSession
 from harvester.transfer import download_resources
 from harvester.unlisted import listed_paths, remove_unlisted
@@ -122,7 +122,7 @@ def settle_dump(session: HarvestSession, dumped: Dumped, *, list_whole: bool) ->
             session.report.add(outcome)
             continue
         session.report.warnings.append(
-            f"{outcome.uri}: package not taken from the Resource Dump ({outcome.reason}); "
+            f"{outcome.uri}: not taken from the Resource Dump ({outcome.reason}); "
             "the Resource List stood in for it (read whole, no fetch failed)"
         )
 
@@ -131,8 +131,9 @@ def baseline_from_dump(session: HarvestSession, url: str, listing: str | None) -
     """Download every package of the Resource Dump and extract what its manifests list.
     With a `listing` to follow, failures are left to it, and the list removes what
     neither names; without one they stand."""
-    documents = list(list_documents(session, url, Capability.RESOURCE_DUMP))
-    dumped, manifests = extract_dump(session, documents)
+    unread: dict[str, Outcome] = {}
+    documents = read_dump_documents(session, url, unread if listing is not None else None)
+    dumped, manifests = extract_dump(session, documents, unread)
     if listing is None:
         settle_dump(session, dumped, list_whole=False)
         if session.config.delete_unlisted:
@@ -141,12 +142,25 @@ def baseline_from_dump(session: HarvestSession, url: str, listing: str | None) -
     return dumped
 
 
+def read_dump_documents(
+    session: HarvestSession, url: str, unread: dict[str, Outcome] | None
+) -> list[Document]:
+    """The Resource Dump's documents. With a list to stand in (`unread` given), one that
+    cannot be read, the top one too, is set aside there instead of failing the run."""
+    try:
+        return list(list_documents(session, url, Capability.RESOURCE_DUMP, aside=unread))
+    except HarvestError as error:
+        if unread is None:
+            raise
+        unread[url] = Outcome(url, Action.FAILED, reason=str(error.__cause__ or error))
+        return []
+
+
 def extract_dump(
-    session: HarvestSession, documents: list[Document]
+    session: HarvestSession, documents: list[Document], unread: dict[str, Outcome]
 ) -> tuple[Dumped, list[Document]]:
-    """Download every package and extract its members, failures set aside: what the dump
-    gave, and the manifests read."""
-    unread: dict[str, Outcome] = {}
+    """Download every package and extract its members, failures set aside (in `unread`
+    for whole packages): what the dump gave, and the manifests read."""
     unextracted: dict[str, Outcome] = {}
     given: set[str] = set()
     with work_directory(session) as work:

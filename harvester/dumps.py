@@ -41,6 +41,7 @@ from harvester.storage import (
     write_verified,
 )
 from harvester.transfer import store_entry
+from harvester.walk import record_failure
 from sitemaps.protocol.reader import Document, ParsedEntry, ResourceSyncParseError, parse_document
 
 MANIFEST_NAME = "manifest.xml"
@@ -88,7 +89,7 @@ def download_packages(
             session.report.bytes += result.length
             packages.append(Package(url=entry.loc, path=target))
         else:
-            _fail(session, aside, entry.loc, result)
+            record_failure(session, aside, entry.loc, result)
         session.progress.advance()
     return packages
 
@@ -112,7 +113,7 @@ def read_manifest(
         if manifest.capability == capability:
             return manifest
         reason = f"manifest is a {manifest.capability}, not {capability}"
-    _fail(session, aside, package.url, reason)
+    record_failure(session, aside, package.url, reason)
     return None
 
 
@@ -123,15 +124,6 @@ def _parse_manifest(session: HarvestSession, package: Package) -> Document:
             raise ResourceSyncParseError("manifest.xml is larger than the document limit")
         with archive.open(info) as handle:
             return parse_document(handle, max_bytes=session.config.max_document_bytes)
-
-
-def _fail(session: HarvestSession, aside: dict[str, Outcome] | None, uri: str, reason: str) -> None:
-    """Record a failure, or set it aside for a caller that may yet make up for it."""
-    outcome = Outcome(uri, Action.FAILED, reason=reason)
-    if aside is None:
-        session.report.add(outcome)
-    else:
-        aside[uri] = outcome
 
 
 def extract_members(

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 
 from harvester.client import FetchError
+from harvester.report import Action, Outcome
 from harvester.session import HarvestSession
 from harvester.storage import Expected, VerificationError, bytes_digests, check
 from sitemaps.protocol.constants import Capability
@@ -77,11 +78,13 @@ def list_documents(
     capability: str,
     *,
     select: Callable[[Document], Iterable[ParsedEntry]] | None = None,
+    aside: dict[str, Outcome] | None = None,
 ) -> Iterator[Document]:
     """Yield the document at `url`, or each part (chosen by `select`) if it is an index.
 
     The top document failing stops the run; a part failing is recorded as a
-    failure and the others are still harvested.
+    failure (or set `aside`, for a caller that may yet make up for it) and the
+    others are still harvested.
     """
     try:
         top = fetch_document(session, url, capability)
@@ -94,9 +97,22 @@ def list_documents(
         try:
             document = fetch_document(session, part.loc, capability, listed=part)
         except (FetchError, ResourceSyncParseError) as error:
-            session.report.fail(part.loc, str(error))
+            record_failure(session, aside, part.loc, str(error))
             continue
         if document.is_index:
-            session.report.fail(part.loc, "an index inside an index; indexes do not nest")
+            record_failure(
+                session, aside, part.loc, "an index inside an index; indexes do not nest"
+            )
             continue
         yield document
+
+
+def record_failure(
+    session: HarvestSession, aside: dict[str, Outcome] | None, uri: str, reason: str
+) -> None:
+    """Record a failure, or set it aside for a caller that may yet make up for it."""
+    outcome = Outcome(uri, Action.FAILED, reason=reason)
+    if aside is None:
+        session.report.add(outcome)
+    else:
+        aside[uri] = outcome

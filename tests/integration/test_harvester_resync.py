@@ -778,11 +778,66 @@ def test_a_failed_package_the_list_makes_up_for_is_a_warning(
     assert copy_of(source, destination, "b").read_bytes() == b"bravo"
     [warning] = report.warnings
     package = source.url("dump1.zip")
-    assert warning.startswith(f"{package}: package not taken from the Resource Dump (")
+    assert warning.startswith(f"{package}: not taken from the Resource Dump (")
     assert BROKEN_PACKAGES[how][1] in warning
     assert warning.endswith("the Resource List stood in for it (read whole, no fetch failed)")
     state = load_state(destination, source.url("capabilitylist.xml"))
     assert (report.ok, state.synced_until) == (True, utc(AT))
+
+
+def serve_a_dump_with_a_broken_document(source: Source, broken: str) -> None:
+    """A Resource Dump index of two parts, giving `a` and `b`; `broken` (the top document
+    or the second part) answers 404. A Resource List lists both."""
+    packages = {
+        "dump0.zip": package_of(manifest_of(source, {"a": b"alpha"}), {"a": b"alpha"}),
+        "dump1.zip": package_of(manifest_of(source, {"b": b"bravo"}), {"b": b"bravo"}),
+    }
+    index = ListBase(capability_name="resourcedump")
+    index.sitemapindex = True
+    index.md_at = AT
+    for number, (name, package) in enumerate(packages.items()):
+        source.put(name, package)
+        part = source.publish(f"resourcedump{number}.xml", dump_document(source, [name]))
+        index.add(Resource(uri=part, md_at=AT))
+    dump_url = source.publish("resourcedump.xml", index.as_xml())
+    listed = resource_list(source, [source.resource("a", b"alpha"), source.resource("b", b"bravo")])
+    source.capability_list(resourcelist=listed, resourcedump=dump_url)
+    (source.root / ("resourcedump.xml" if broken == "top" else "resourcedump1.xml")).unlink()
+
+
+@pytest.mark.parametrize("broken", ["top", "part"])
+def test_an_unreadable_dump_document_the_list_makes_up_for_is_a_warning(
+    source: Source, destination: Path, broken: str
+) -> None:
+    """A Resource Dump (or a part of its index) that could not be read failed the run
+    (the top: stopped it) though the Resource List brought every resource: the sync point
+    never moved, and every later run failed on a complete destination."""
+    serve_a_dump_with_a_broken_document(source, broken)
+
+    report = run_harvest(make_config(source, destination), Mode.BASELINE, now=NOW)
+
+    assert (report.downloaded, report.failures, report.deferred) == (2, [], [])
+    assert copy_of(source, destination, "b").read_bytes() == b"bravo"
+    assert source.requested("a") == ([] if broken == "part" else ["/a"])
+    [warning] = report.warnings
+    unread = source.url("resourcedump.xml" if broken == "top" else "resourcedump1.xml")
+    assert warning.startswith(f"{unread}: not taken from the Resource Dump (")
+    assert warning.endswith("the Resource List stood in for it (read whole, no fetch failed)")
+    state = load_state(destination, source.url("capabilitylist.xml"))
+    assert (report.ok, state.synced_until) == (True, utc(AT))
+
+
+def test_an_unreadable_dump_part_nothing_makes_up_for_stays_a_failure(
+    source: Source, destination: Path
+) -> None:
+    serve_a_dump_with_a_broken_document(source, "part")
+    source.planned_errors["b"] = [403]
+
+    report = run_harvest(make_config(source, destination), Mode.BASELINE, now=NOW)
+
+    failed = [source.url("resourcedump1.xml"), source.url("b")]
+    assert sorted(f.uri for f in report.failures) == sorted(failed)
+    assert not report.ok
 
 
 @pytest.mark.parametrize("how", BROKEN_PACKAGES)
