@@ -29,7 +29,7 @@ from typing import Any
 from harvester.baseline import read_packages
 from harvester.changes import Change, intersects, latest_changes
 from harvester.dumps import Package, extract_members, work_directory
-from harvester.report import Outcome
+from harvester.report import Action, Outcome
 from harvester.session import HarvestSession
 from harvester.transfer import delete_resources, download_resources
 from harvester.walk import HarvestError, list_documents
@@ -98,15 +98,14 @@ def incremental_from_dump(
 ) -> list[Change[Origin]]:
     """Extract created/updated bitstreams from the Change Dump's packages, remove deleted ones;
     what a package or member fails to give, the Change List (`listing`) gives if it can."""
-    documents = _documents_in_range(session, url, Capability.CHANGE_DUMP, range_from, range_until)
-    _warn_on_gap(session, documents, range_from)
-    intervals = {
+    unread: dict[str, Outcome] = {}
+    documents, intervals = _read_dump(session, url, listing, range_from, range_until, unread)
+    intervals |= {
         entry.loc: entry
         for document in documents
         for entry in document.entries
         if intersects(entry.from_, entry.until, range_from, range_until)
     }
-    unread: dict[str, Outcome] = {}
     unextracted: dict[str, Outcome] = {}
     with work_directory(session) as work:
         kind = Capability.CHANGE_DUMP_MANIFEST
@@ -214,7 +213,7 @@ class ChangeListStandIn:
                 if entry.datetime is not None and start <= entry.datetime <= end
             ]
             self.session.report.warnings.append(
-                f"{outcome.uri}: package not taken from the Change Dump ({outcome.reason}); "
+                f"{outcome.uri}: not taken from the Change Dump ({outcome.reason}); "
                 "its changes were taken from the Change List"
             )
         return listed
@@ -353,18 +352,56 @@ def newest(changes: Iterable[Change[Any]]) -> dt.datetime | None:
     return max(times) if times else None
 
 
+def _read_dump(
+    session: HarvestSession,
+    url: str,
+    listing: str | None,
+    range_from: dt.datetime,
+    range_until: dt.datetime,
+    unread: dict[str, Outcome],
+) -> tuple[list[Document], dict[str, ParsedEntry]]:
+    """The Change Dump's documents in range, and the intervals of those set aside.
+
+    With a Change List to stand in, a document that cannot be read (a part of the
+    index, or the top one) goes to `unread` as a failed package does, with its
+    interval (the part's, or the whole range) for the list to make up for.
+    """
+    aside = unread if listing is not None else None
+    parts: dict[str, ParsedEntry] = {}
+    capability = Capability.CHANGE_DUMP
+    try:
+        documents = _documents_in_range(
+            session, url, capability, range_from, range_until, aside=aside, parts=parts
+        )
+    except HarvestError as error:
+        if aside is None:
+            raise
+        aside[url] = Outcome(url, Action.FAILED, reason=str(error.__cause__ or error))
+        return [], {url: ParsedEntry(loc=url)}  # no interval of its own: the whole range
+    _warn_on_gap(session, documents, range_from)
+    return documents, {loc: parts[loc] for loc in unread}
+
+
 def _documents_in_range(
     session: HarvestSession,
     url: str,
     capability: str,
     range_from: dt.datetime,
     range_until: dt.datetime,
+    *,
+    aside: dict[str, Outcome] | None = None,
+    parts: dict[str, ParsedEntry] | None = None,
 ) -> list[Document]:
-    def parts_in_range(index: Document) -> list[ParsedEntry]:
-        parts = [p for p in index.entries if intersects(p.from_, p.until, range_from, range_until)]
-        return sorted(parts, key=lambda part: part.from_ or dt.datetime.min.replace(tzinfo=dt.UTC))
+    """The documents (or index parts) in range; parts failing go `aside` when given, and
+    the index entries of the parts chosen into `parts`."""
 
-    documents = list_documents(session, url, capability, select=parts_in_range)
+    def parts_in_range(index: Document) -> list[ParsedEntry]:
+        chosen = [p for p in index.entries if intersects(p.from_, p.until, range_from, range_until)]
+        if parts is not None:
+            parts.update((part.loc, part) for part in chosen)
+        return sorted(chosen, key=lambda part: part.from_ or dt.datetime.min.replace(tzinfo=dt.UTC))
+
+    documents = list_documents(session, url, capability, select=parts_in_range, aside=aside)
     return [d for d in documents if intersects(d.from_, d.until, range_from, range_until)]
 
 

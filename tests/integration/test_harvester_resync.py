@@ -889,10 +889,12 @@ BROKEN_CHANGE_PACKAGES = [*BROKEN_PACKAGES, "a member"]
 
 
 def serve_a_change_dump_with_a_broken_package(
-    source: Source, destination: Path, how: str, listed: bool
+    source: Source, destination: Path, how: str | None, listed: bool, index: str | None = None
 ) -> None:
     """Baseline a, b, c, d; then cd1 gives c v2, cd2 (which fails as `how` says) a v2,
-    b deleted and d v2, cd3 d v3; the Change List (if `listed`) holds the same changes."""
+    b deleted and d v2, cd3 d v3; the Change List (if `listed`) holds the same changes.
+    With `index`, the Change Dump is an index of a part a package, `index` (the top
+    document or the second part) answering 404."""
     baseline(source, destination, {"a": b"a v1", "b": b"b v1", "c": b"c v1", "d": b"d v1"})
     source.requests.clear()
     change = partial(dumped_change, source)
@@ -919,7 +921,12 @@ def serve_a_change_dump_with_a_broken_package(
     source.put("c", b"c v2")
     source.put("d", b"d v3")  # so fetching d v2 from its URI would fail
     (source.root / "b").unlink()
-    documents = {"changedump": change_dump(source, packages)}
+    dump = (
+        change_dump(source, packages)
+        if index is None
+        else change_dump_index(source, packages, index)
+    )
+    documents = {"changedump": dump}
     if listed:
         changes = [resource for resource, _ in cd1 + cd2 + cd3]
         documents["changelist"] = change_list(source, "changelist.xml", changes, since=AT)
@@ -953,12 +960,65 @@ def test_a_failed_change_dump_package_is_made_up_for_by_the_change_list(
         assert warning.endswith("; taken from the Change List")
     else:
         assert warning.startswith(
-            f"{source.url('cd2.zip')}: package not taken from the Change Dump "
-            f"({BROKEN_PACKAGES[how][1]}"
+            f"{source.url('cd2.zip')}: not taken from the Change Dump ({BROKEN_PACKAGES[how][1]}"
         )
         assert warning.endswith("; its changes were taken from the Change List")
     state = load_state(destination, source.url("capabilitylist.xml"))
     assert (report.ok, state.synced_until) == (True, utc("2024-01-03T05:00:00Z"))
+
+
+def change_dump_index(source: Source, packages: list[Resource], broken: str) -> str:
+    """A Change Dump index of a part a package, each part's interval its package's;
+    `broken` (the top document, or the second part) answers 404."""
+    index = ListBase(capability_name="changedump")
+    index.sitemapindex = True
+    index.md_from = AT
+    for number, package in enumerate(packages):
+        dump = ChangeDump()
+        dump.md_from, dump.md_until = package.md_from, package.md_until
+        dump.up = source.url("capabilitylist.xml")
+        dump.add(package)
+        part = source.publish(f"changedump{number}.xml", dump.as_xml())
+        index.add(Resource(uri=part, md_from=package.md_from, md_until=package.md_until))
+    url = source.publish("changedump.xml", index.as_xml())
+    (source.root / ("changedump.xml" if broken == "top" else "changedump1.xml")).unlink()
+    return url
+
+
+@pytest.mark.parametrize("broken", ["top", "part"])
+def test_an_unreadable_change_dump_document_is_made_up_for_by_the_change_list(
+    source: Source, destination: Path, broken: str
+) -> None:
+    """A Change Dump, or the part of its index holding a package, that could not be read
+    failed the run (the top: stopped it) though the Change List held the same changes:
+    the sync point never moved, and every later run failed alike."""
+    serve_a_change_dump_with_a_broken_package(source, destination, None, True, index=broken)
+
+    report = run_harvest(make_config(source, destination), Mode.INCREMENTAL, now=NOW)
+
+    assert (report.downloaded, report.deleted, report.failures) == (3, 1, [])
+    fetched = ["/a"] if broken == "part" else ["/a", "/c", "/d"]  # else c, d from packages
+    assert sorted(p for p in source.requests if p in ("/a", "/c", "/d")) == fetched
+    for path, content in {"a": b"a v2", "c": b"c v2", "d": b"d v3"}.items():
+        assert copy_of(source, destination, path).read_bytes() == content
+    assert not copy_of(source, destination, "b").exists()
+    [warning] = report.warnings
+    unread = source.url("changedump.xml" if broken == "top" else "changedump1.xml")
+    assert warning.startswith(f"{unread}: not taken from the Change Dump (")
+    assert warning.endswith("; its changes were taken from the Change List")
+    state = load_state(destination, source.url("capabilitylist.xml"))
+    assert (report.ok, state.synced_until) == (True, utc("2024-01-03T05:00:00Z"))
+
+
+def test_an_unreadable_change_dump_part_nothing_makes_up_for_stays_a_failure(
+    source: Source, destination: Path
+) -> None:
+    serve_a_change_dump_with_a_broken_package(source, destination, None, False, index="part")
+
+    report = run_harvest(make_config(source, destination), Mode.INCREMENTAL, now=NOW)
+
+    assert [f.uri for f in report.failures] == [source.url("changedump1.xml")]
+    assert load_state(destination, source.url("capabilitylist.xml")).synced_until == utc(AT)
 
 
 @pytest.mark.parametrize("how", BROKEN_CHANGE_PACKAGES)
