@@ -27,7 +27,7 @@ from harvester.storage import (
     file_digests,
     regular_file_stat,
 )
-from harvester.walk import HarvestError, list_documents
+from harvester.walk import HarvestError, list_parts
 from sitemaps.protocol.constants import Capability
 from sitemaps.protocol.reader import ParsedEntry
 
@@ -48,8 +48,8 @@ def run_audit(session: HarvestSession, capabilities: dict[str, str]) -> AuditRes
         raise HarvestError("the Capability List advertises no Resource List to audit against")
     result = AuditResult()
     expected_paths: set[PurePosixPath] = set()
-    for document in list_documents(session, url, Capability.RESOURCE_LIST):
-        session.progress.start("audit", len(document.entries))
+    for document, part in list_parts(session, url, Capability.RESOURCE_LIST):
+        session.progress.start(f"audit{part}", len(document.entries))
         work = partial(compare, session)
         for entry, (verdict, detail, path) in map_bounded(
             session.config.concurrency, document.entries, work

@@ -35,7 +35,7 @@ from harvester.report import Action, Outcome
 from harvester.session import HarvestSession
 from harvester.transfer import download_resources
 from harvester.unlisted import listed_paths, remove_unlisted
-from harvester.walk import HarvestError, list_documents
+from harvester.walk import HarvestError, list_documents, list_parts
 from sitemaps.protocol.constants import Capability
 from sitemaps.protocol.reader import Document, ParsedEntry
 
@@ -81,10 +81,10 @@ def baseline_from_list(
     failed_before, whole = session.report.failed, False
     session.defer_changes = True
     try:
-        for document in list_documents(session, url, Capability.RESOURCE_LIST):
+        for document, part in list_parts(session, url, Capability.RESOURCE_LIST):
             missing = [e for e in document.entries if e.loc not in dumped.held]
             note_refetched(session, missing, dumped.unextracted)
-            download_resources(session, missing)
+            download_resources(session, missing, phase=f"download{part}")
             snapshots.append(document.at)
             if session.config.delete_unlisted:
                 listed |= listed_paths(session, document.entries)

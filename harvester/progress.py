@@ -1,9 +1,10 @@
 """How the `harvest` command shows progress: one bar on a terminal, plain lines in cron.
 
-A run reports phases (`start(label, total)`) and steps (`advance`). Both
-displays keep one count for the whole run: each phase adds its steps to the
-total, so a Resource List Index read part by part grows one bar instead of
-drawing a bar per part.
+A run reports phases (`start(label, total)`) and steps (`advance`). Each
+phase shows its own count under its own name (`packages`, `extract`,
+`download (part 2 of 4)`): a run's later phases are not known when it starts
+(a dump's manifests, an index's parts), so a figure for the whole run would
+drop each time one began. A phase's figure only grows.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ LINE_SHARE = 0.1
 
 
 class BarProgress:
-    """One tqdm bar for the whole run, its total growing with each phase."""
+    """One tqdm bar, counting each phase from zero under the phase's name."""
 
     def __init__(self, stream: TextIO) -> None:
         self._bar: tqdm[Any] = tqdm(total=0, desc="harvest", unit="item", file=stream)
@@ -33,10 +34,9 @@ class BarProgress:
         self._bar.close()
 
     def start(self, label: str, total: int) -> None:
-        """Name the phase and add its steps to the total."""
-        self._bar.total = (self._bar.total or 0) + total
-        self._bar.set_description(label)
-        self._bar.refresh()
+        """Name the phase and count its steps from zero."""
+        self._bar.set_description(label, refresh=False)
+        self._bar.reset(total=total)
 
     def advance(self, count: int = 1) -> None:
         self._bar.update(count)
@@ -56,16 +56,22 @@ class LineProgress:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
-        if self.done != self._last_done:
-            self._line()
+        self._finish()
 
     def start(self, label: str, total: int) -> None:
-        self.label, self.total = label, self.total + total
+        """End the phase before (its last count shown) and count this one from zero."""
+        self._finish()
+        self.label, self.total = label, total
+        self.done = self._last_done = 0
 
     def advance(self, count: int = 1) -> None:
         self.done += count
         due = time.monotonic() - self._last_time >= LINE_SECONDS
         if due or self.done - self._last_done >= max(self.total * LINE_SHARE, 1):
+            self._line()
+
+    def _finish(self) -> None:
+        if self.done != self._last_done:
             self._line()
 
     def _line(self) -> None:

@@ -40,9 +40,11 @@ Writer = Callable[[Path, Expected], StoredFile]
 Result = tuple[Outcome, LocalCopy | None]
 
 
-def download_resources(session: HarvestSession, entries: Sequence[ParsedEntry]) -> None:
+def download_resources(
+    session: HarvestSession, entries: Sequence[ParsedEntry], *, phase: str = "download"
+) -> None:
     """GET every entry concurrently; copies that already match are skipped."""
-    session.progress.start("download", len(entries))
+    session.progress.start(phase, len(entries))
     work = partial(download_one, session)
     for _, (outcome, copy) in map_bounded(session.config.concurrency, entries, work):
         session.record(outcome, copy=copy)

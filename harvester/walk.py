@@ -86,14 +86,29 @@ def list_documents(
     failure (or set `aside`, for a caller that may yet make up for it) and the
     others are still harvested.
     """
+    for document, _ in list_parts(session, url, capability, select=select, aside=aside):
+        yield document
+
+
+def list_parts(
+    session: HarvestSession,
+    url: str,
+    capability: str,
+    *,
+    select: Callable[[Document], Iterable[ParsedEntry]] | None = None,
+    aside: dict[str, Outcome] | None = None,
+) -> Iterator[tuple[Document, str]]:
+    """As `list_documents`, each document with where it stands: " (part 2 of 4)" for a
+    part of an index, "" otherwise. A phase per part says so, as its count starts anew."""
     try:
         top = fetch_document(session, url, capability)
     except (FetchError, ResourceSyncParseError) as error:
         raise HarvestError(f"cannot read the {capability} at {url}: {error}") from error
     if not top.is_index:
-        yield top
+        yield top, ""
         return
-    for part in select(top) if select is not None else top.entries:
+    parts = list(select(top) if select is not None else top.entries)
+    for number, part in enumerate(parts, 1):
         try:
             document = fetch_document(session, part.loc, capability, listed=part)
         except (FetchError, ResourceSyncParseError) as error:
@@ -104,7 +119,7 @@ def list_documents(
                 session, aside, part.loc, "an index inside an index; indexes do not nest"
             )
             continue
-        yield document
+        yield document, f" (part {number} of {len(parts)})"
 
 
 def record_failure(

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -43,30 +44,59 @@ def harvest(config: Path, *flags: str) -> tuple[str, str]:
     return out.getvalue(), err.getvalue()
 
 
-def test_progress_is_one_count_over_every_part_in_plain_lines_off_a_terminal(
-    site, mirror, tmp_path
-):
+def progress_lines(err: str) -> list[tuple[int, int, str]]:
+    """(done, total, phase) of each `progress: done/total (p%) phase` line."""
+    shown = re.findall(r"^progress: (\d+)/(\d+)(?: \(\d+%\))? (.+)$", err, re.MULTILINE)
+    return [(int(done), int(total), phase) for done, total, phase in shown]
+
+
+def never_back(lines: list[tuple[int, int, str]]) -> None:
+    """Within a phase, the count and its share only grow; each phase ends complete."""
+    by_phase: dict[str, list[tuple[int, int]]] = {}
+    for done, total, phase in lines:
+        by_phase.setdefault(phase, []).append((done, total))
+    for phase, counts in by_phase.items():
+        shares = [done / total for done, total in counts]
+        assert shares == sorted(shares), f"{phase} went back: {counts}"
+        assert counts[-1][0] == counts[-1][1], f"{phase} ended at {counts[-1]}"
+
+
+def test_progress_names_each_part_of_an_index_and_never_goes_back(site, mirror, tmp_path):
     an_index_of_five(site)
     _, err = harvest(write_config(tmp_path, site, mirror), "--baseline")
-    lines = [line for line in err.splitlines() if line.startswith("progress:")]
-    assert lines and lines[-1] == "progress: 5/5 (100%) download"
+    lines = progress_lines(err)
+    never_back(lines)
+    assert [line for line in lines if line[0] == line[1]] == [
+        (2, 2, "download (part 1 of 3)"),
+        (2, 2, "download (part 2 of 3)"),
+        (1, 1, "download (part 3 of 3)"),
+    ]
     assert "\r" not in err  # no bar drawing in a log
     _, quiet = harvest(write_config(tmp_path, site, mirror), "--baseline", "-v", "0")
     assert "progress:" not in quiet
 
 
-def test_on_a_terminal_one_bar_grows_with_each_phase():
+def test_a_new_phase_counts_from_zero_on_a_terminal_and_in_lines():
+    """A dump baseline: packages, then their members. The figure is the phase's own."""
     stream = io.StringIO()
     with BarProgress(stream) as bar:
-        bar.start("download", 2)
+        bar.start("packages", 2)
         bar.advance(2)
-        bar.start("download", 3)
+        bar.start("extract", 30)
         bar.advance(3)
-        assert (bar._bar.n, bar._bar.total) == (5, 5)
-    lines = LineProgress(io.StringIO())
-    lines.start("download", 2)
-    lines.start("delete", 1)
-    assert (lines.total, lines.label) == (3, "delete")
+        assert (bar._bar.n, bar._bar.total, bar._bar.desc.rstrip(": ")) == (3, 30, "extract")
+    log = io.StringIO()
+    with LineProgress(log) as lines:
+        lines.start("packages", 2)
+        lines.advance(2)
+        lines.start("extract", 30)
+        for _ in range(30):
+            lines.advance()
+        lines.start("download", 0)
+    shown = progress_lines(log.getvalue())
+    never_back(shown)
+    assert shown[:2] == [(2, 2, "packages"), (3, 30, "extract")]
+    assert shown[-1] == (30, 30, "extract")
 
 
 def test_json_report(site, mirror, tmp_path):
