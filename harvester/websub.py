@@ -17,7 +17,7 @@ import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, urlsplit, urlunsplit
 
 import httpx
 
@@ -97,6 +97,13 @@ class CallbackHandler(BaseHTTPRequestHandler):
         self.wfile.write(body)
 
 
+def callback_at(base: str, token: str) -> str:
+    """The callback: the unguessable path after the base's own, the base's query kept
+    (WebSub lets a callback carry one; the hub appends its parameters to it)."""
+    parts = urlsplit(base)
+    return urlunsplit(parts._replace(path=f"{parts.path.rstrip('/')}/websub/{token}"))
+
+
 class CallbackServer:
     """Listens on the configured host and port under an unguessable path."""
 
@@ -107,7 +114,7 @@ class CallbackServer:
         self._server.daemon_threads = True
         port = self._server.server_port
         base = config.callback_url or f"http://{config.callback_host}:{port}"
-        self.url = f"{base.rstrip('/')}/websub/{secrets.token_urlsafe(16)}"
+        self.url = callback_at(base, secrets.token_urlsafe(16))
 
     def __enter__(self) -> CallbackServer:
         threading.Thread(target=self._server.serve_forever, daemon=True).start()

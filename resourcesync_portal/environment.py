@@ -19,7 +19,7 @@ from typing import TypeVar
 
 from django.core.exceptions import ImproperlyConfigured
 
-from sitemaps.protocol.uris import base_url_problem
+from sitemaps.protocol.uris import base_url_problem, uri_problem
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
@@ -136,9 +136,20 @@ def env_set_paths(name: str) -> list[str]:
 
 
 def env_url(name: str) -> str:
-    """An absolute http(s) URL published as it is (a hub's), or empty: unset."""
+    """An absolute http(s) URL published as it is (a hub's), or empty: unset.
+
+    WebSub sets no rule on a hub's URL, so its query (a tenant, a key) is the hub's
+    own; a fragment never reaches the hub, and a user would be in every Link header.
+    """
     value = os.environ.get(name, "").strip()
-    return _checked_url(name, value) if value else value
+    if not value:
+        return value
+    base, _, query = value.partition("?")
+    if _unprintable(value) or "#" in query or base_url_problem(base):
+        raise _refuse(name, value, "an absolute http:// or https:// URL without user or fragment")
+    if uri_problem(value):
+        raise _refuse(name, value, "a URL the ResourceSync schemas take (percent-encode '%')")
+    return value
 
 
 def env_base_url(name: str, default: str) -> str:
@@ -146,9 +157,12 @@ def env_base_url(name: str, default: str) -> str:
     return _checked_url(name, os.environ.get(name, default).strip().rstrip("/"))
 
 
+def _unprintable(value: str) -> bool:
+    return any(char.isspace() or not char.isprintable() for char in value)
+
+
 def _checked_url(name: str, value: str) -> str:
-    unprintable = any(char.isspace() or not char.isprintable() for char in value)
-    if unprintable or base_url_problem(value) is not None:
+    if _unprintable(value) or base_url_problem(value) is not None:
         raise _refuse(
             name, value, "an absolute http:// or https:// URL without user, query or fragment"
         )

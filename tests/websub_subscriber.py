@@ -59,6 +59,8 @@ class Subscriber:
     intents: set[tuple[str, str]] = field(default_factory=set)  # (mode, topic)
     verifications: list[dict[str, str]] = field(default_factory=list)
     received: list[Received] = field(default_factory=list)
+    #: (method, path with its query) of every request, as it arrived
+    requests: list[tuple[str, str]] = field(default_factory=list)
     attempts: int = 0
     url: str = ""
     _server: ThreadingHTTPServer | None = None
@@ -101,6 +103,7 @@ class Subscriber:
                 pass
 
             def do_GET(self) -> None:
+                subscriber.requests.append(("GET", self.path))
                 query = {k: v[0] for k, v in parse_qs(urlsplit(self.path).query).items()}
                 subscriber.verifications.append(query)
                 intent = (query.get("hub.mode", ""), query.get("hub.topic", ""))
@@ -116,6 +119,7 @@ class Subscriber:
                 self.wfile.write(body)
 
             def do_POST(self) -> None:
+                subscriber.requests.append(("POST", self.path))
                 body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
                 position = min(subscriber.attempts, len(subscriber.answers) - 1)
                 subscriber.attempts += 1

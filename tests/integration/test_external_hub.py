@@ -110,3 +110,31 @@ def test_protected_sets_are_not_published_to_an_external_hub(portal: str) -> Non
     secret_set = make_set(slug="private", protected=True, publish_notifications=True)
     ApiToken.issue(provider=secret_set.provider)
     assert external.publish(secret_set, "change") is False
+
+
+def test_a_hub_url_with_a_query_is_published_and_posted_to_as_given(
+    live_server, settings, external_hub: str
+) -> None:
+    """WebSub sets no rule on a hub's URL: one with a query (a tenant, a key) is named in
+    the Capability List and the topic's Link header, and publishing and subscribing reach it."""
+    hub = f"{external_hub}?tenant=acme&v=2"
+    settings.PUBLIC_BASE_URL = live_server.url
+    settings.RESOURCESYNC_NOTIFICATIONS = {**settings.RESOURCESYNC_NOTIFICATIONS, "HUB_URL": hub}
+    resource_set = make_set(publish_notifications=True)
+    url = f"{live_server.url}/resourcesync/acme/articles/capabilitylist.xml"
+    capability_list = httpx.get(url).content
+    assert_valid(capability_list)
+    topic, hub_url = discover(capability_list)
+    assert hub_url == hub
+    assert httpx.head(topic).headers["Link"] == f'<{topic}>; rel="self", <{hub}>; rel="hub"'
+
+    subscriber = Subscriber(secret=SECRET).start()
+    try:
+        subscriber.intend("subscribe", topic)
+        form = subscribe_form("subscribe", topic, subscriber.url, secret=SECRET, lease_seconds=600)
+        assert httpx.post(hub_url, data=form, timeout=10).status_code == 202
+        ingest(resource_set, [event("created", "via-hub.txt")])
+        (received,) = subscriber.wait_for(1, timeout=15)
+        assert entries(received.body) == [("http://data.example.org/via-hub.txt", "created")]
+    finally:
+        subscriber.stop()

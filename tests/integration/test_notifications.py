@@ -234,6 +234,27 @@ def test_without_a_secret_deliveries_are_unsigned(
         plain.stop()
 
 
+def test_a_callback_with_a_query_keeps_it_when_verified_and_when_delivered(
+    client, django_capture_on_commit_callbacks, notifying_set
+):
+    """WebSub §5.1.1: a callback may carry a query. The hub appends its own parameters
+    to it when it verifies, and posts notifications to the callback as given."""
+    queried = Subscriber(secret=SECRET).start(path="/callback?foo=bar&red=fish")
+    try:
+        response = subscribe(client, django_capture_on_commit_callbacks, notifying_set, queried)
+        assert response.status_code == 202
+        ((method, path),) = queried.requests
+        assert method == "GET" and path.startswith("/callback?foo=bar&red=fish&hub.")
+        assert queried.verifications[-1]["hub.mode"] == "subscribe"
+        assert Subscription.objects.get().callback == queried.url
+
+        created(notifying_set, 1)
+        queried.wait_for(1)
+        assert queried.requests[1:] == [("POST", "/callback?foo=bar&red=fish")]
+    finally:
+        queried.stop()
+
+
 def test_an_unconfirmed_intent_subscribes_nobody(
     client, django_capture_on_commit_callbacks, notifying_set, subscriber
 ):

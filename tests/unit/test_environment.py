@@ -16,7 +16,9 @@ from tests.conftest import REPO
 IMPORT_SETTINGS = "import resourcesync_portal.settings as s; print(s.PUBLIC_BASE_URL)"
 
 
-def load_settings(tmp_path, **variables: str) -> subprocess.CompletedProcess[str]:
+def load_settings(
+    tmp_path, code: str = IMPORT_SETTINGS, **variables: str
+) -> subprocess.CompletedProcess[str]:
     env = {
         key: value
         for key, value in os.environ.items()
@@ -24,7 +26,7 @@ def load_settings(tmp_path, **variables: str) -> subprocess.CompletedProcess[str
     }
     env.update(DATA_DIR=str(tmp_path), **variables)
     return subprocess.run(
-        [sys.executable, "-c", IMPORT_SETTINGS],
+        [sys.executable, "-c", code],
         cwd=REPO, env=env, capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
 
@@ -63,6 +65,9 @@ def load_settings(tmp_path, **variables: str) -> subprocess.CompletedProcess[str
         ("RESOURCESYNC_HUB_URL", "notaurl"),  # published as the hub, notifications lost
         ("RESOURCESYNC_HUB_URL", "javascript:alert(1)"),
         ("RESOURCESYNC_HUB_URL", "https://user:secret@hub.example.org/"),  # in every Link
+        ("RESOURCESYNC_HUB_URL", "https://hub.example.org/hub#top"),  # never sent to the hub
+        ("RESOURCESYNC_HUB_URL", "https://hub.example.org/hub?tenant=acme#top"),
+        ("RESOURCESYNC_HUB_URL", "https://hub.example.org/hub?a=%zz"),  # no URI: no valid href
     ],
 )
 def test_a_value_the_portal_cannot_use_stops_it_naming_the_variable(tmp_path, name, value):
@@ -106,3 +111,13 @@ def test_usable_values_start_the_portal(tmp_path, variables, base_url):
 
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == base_url
+
+
+def test_an_external_hub_may_have_a_query_and_is_published_as_given(tmp_path):
+    """WebSub sets no rule on a hub's URL: a query is the hub's own (a tenant, a key)."""
+    hub = "https://hub.example.org/websub?tenant=acme&v=2"
+    code = "import resourcesync_portal.settings as s; print(s.RESOURCESYNC_NOTIFICATIONS)"
+    result = load_settings(tmp_path, code, RESOURCESYNC_HUB_URL=hub)
+
+    assert result.returncode == 0, result.stderr
+    assert f"'HUB_URL': '{hub}'" in result.stdout

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import socket
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from urllib.parse import urlencode, urlsplit
 
 import httpx
 import pytest
@@ -164,3 +166,24 @@ def test_a_hub_the_source_names_on_a_private_address_is_posted_to_only_on_an_all
         else "the hub is outside allowed_hosts: add its origin there"
     )
     assert expected in str(refused.value)
+
+
+def test_a_callback_url_with_a_query_keeps_it_after_the_unguessable_path(tmp_path: Path):
+    """WebSub §5.1.1: a callback may carry a query, and the hub appends its own to it."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    config = HarvestConfig(
+        source_url="http://source.example.org/",
+        destination=tmp_path,
+        callback_port=port,
+        callback_url=f"http://127.0.0.1:{port}/hooks?tenant=acme",
+    )
+    with CallbackServer(config) as server:
+        parts = urlsplit(server.url)
+        assert parts.path.startswith("/hooks/websub/") and parts.query == "tenant=acme"
+        verified = server.state.expect("subscribe", TOPIC)
+        params = {"hub.mode": "subscribe", "hub.topic": TOPIC, "hub.challenge": "xyz"}
+        answer = httpx.get(f"{server.url}&{urlencode(params)}")  # as a hub appends them
+    assert (answer.status_code, answer.text) == (200, "xyz")
+    assert verified.is_set()
