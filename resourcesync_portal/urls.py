@@ -1,6 +1,6 @@
 from django.contrib import admin
 from django.urls import include, path
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from drf_spectacular.views import SpectacularAPIView
 
 from sitemaps.robots import robots_txt
 
@@ -18,7 +18,7 @@ urlpatterns = [
     path("api/v1/", include("sources.api.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     # Swagger UI alone: ReDoc's bundle fetches Redocly's logo from its CDN, whatever the options.
-    path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
+    path("api/docs/", views.ApiDocs.as_view(url_name="schema"), name="api-docs"),
     path("", include("notifications.urls")),
     path("", include("sources.urls")),
 ]

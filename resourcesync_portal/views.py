@@ -1,13 +1,16 @@
-"""The portal's own pages: the landing page, its icon and the health report."""
+"""The portal's own pages: the landing page, the API docs, its icon and the health report."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseBase, JsonResponse
 from django.shortcuts import render
+from django.views import View
 from django.views.decorators.cache import cache_control, never_cache
 from django.views.decorators.http import require_safe
+from drf_spectacular.views import SpectacularSwaggerView
 
 from sitemaps import links
 from sitemaps.descriptions import visible_sets
@@ -29,6 +32,14 @@ def landing(request: HttpRequest) -> HttpResponse:
         "source_description_url": links.source_description_url(),
     }
     return render(request, "portal/landing.html", context)
+
+
+class ApiDocs(SpectacularSwaggerView):
+    """Swagger UI. OPTIONS answers as any Django page does: DRF's answer is metadata, which
+    the page's HTML renderer has no template for (a 500)."""
+
+    def options(self, request: Any, *args: Any, **kwargs: Any) -> HttpResponseBase:
+        return View.options(self, request, *args, **kwargs)
 
 
 @cache_control(public=True, max_age=86400)

@@ -340,3 +340,12 @@ def test_api_docs_page_points_at_the_schema(client, db):
     assert b"/static/drf_spectacular_sidecar/swagger-ui-dist/swagger-ui-bundle.js" in (
         response.content
     )
+
+
+def test_api_docs_page_answers_options(client, db):
+    # DRF answered OPTIONS with its metadata, which the docs' HTML renderer has no template
+    # for: a 500 (found by the input probe).
+    response = client.options(reverse("api-docs"))
+
+    assert response.status_code == 200
+    assert {"GET", "HEAD", "OPTIONS"} <= {name.strip() for name in response["Allow"].split(",")}
