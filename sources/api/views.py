@@ -130,6 +130,11 @@ ERROR_RESPONSES = {
     415: OpenApiResponse(DetailSerializer, description="Not JSON or NDJSON."),
     429: OpenApiResponse(DetailSerializer, description="Too many requests for this token."),
 }
+#: A read's bad query parameters, as DRF answers them: not the events' `errors` list.
+QUERY_ERRORS = OpenApiResponse(
+    {"type": "object", "additionalProperties": {"type": "array", "items": {"type": "string"}}},
+    description='Invalid query parameters, each named with its messages: `{"limit": ["..."]}`.',
+)
 
 
 class JsonWhateverAccepted(DefaultContentNegotiation):
@@ -291,6 +296,7 @@ class ResourceDetailApi(ResourceSetView):
         parameters=[FilterSerializer],
         responses={
             200: ResourceSerializer,
+            400: QUERY_ERRORS,
             **{code: ERROR_RESPONSES[code] for code in (401, 403, 404, 429)},
         },
         tags=["reads"],
@@ -341,7 +347,8 @@ class ChangeLogApi(ResourceSetView):
         parameters=[FilterSerializer],
         responses={
             200: ChangePageSerializer,
-            **{code: ERROR_RESPONSES[code] for code in (400, 401, 403, 404, 429)},
+            400: QUERY_ERRORS,
+            **{code: ERROR_RESPONSES[code] for code in (401, 403, 404, 429)},
         },
         tags=["reads"],
     )

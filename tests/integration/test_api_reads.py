@@ -6,6 +6,7 @@ import base64
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import jsonschema
 import pytest
 from django.test import Client
 from django.urls import reverse
@@ -349,3 +350,25 @@ def test_api_docs_page_answers_options(client, db):
 
     assert response.status_code == 200
     assert {"GET", "HEAD", "OPTIONS"} <= {name.strip() for name in response["Allow"].split(",")}
+
+
+@pytest.mark.parametrize(
+    ("name", "path", "params"),
+    [
+        ("changes", "changes", {"limit": 1001}),
+        ("changes", "changes", {"from": "yesterday"}),
+        ("resource", "resources", {}),
+        ("resource", "resources", {"uri": "a", "location": "b"}),
+    ],
+)
+def test_the_schema_describes_the_400_of_a_bad_query(client, token, name, path, params):
+    # The schema gave the reads' 400 the events' `{"errors": [...]}` shape, or none at all,
+    # where DRF answers `{"<parameter>": ["<message>", ...]}` (found by schemathesis).
+    schema = client.get(reverse("schema"), HTTP_ACCEPT="application/vnd.oai.openapi+json").json()
+    operation = schema["paths"][f"/api/v1/sets/{{provider_slug}}/{{set_slug}}/{path}"]["get"]
+    documented = operation["responses"]["400"]["content"]["application/json"]
+
+    response = get(client, token, set_url(name), params)
+
+    assert response.status_code == 400
+    jsonschema.validate(response.json(), {**documented["schema"], **schema})
