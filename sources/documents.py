@@ -89,6 +89,17 @@ def date_nanos() -> DateNanosField:
     return DateNanosField(format=DATE_NANOS["format"])
 
 
+#: `lastmod` is the source's own value, from year 1 to 9999 (what the API takes), where
+#: `date_nanos` holds 1970 to 2262. Outside that a document is kept, its `lastmod` in
+#: `_source` and `record` but not searchable, rather than refused: a refused change is
+#: never indexed, and no page is built from the copy until it is.
+LASTMOD = {**DATE_NANOS, "ignore_malformed": True}
+
+
+def lastmod_field() -> DateNanosField:
+    return DateNanosField(format=LASTMOD["format"], ignore_malformed=LASTMOD["ignore_malformed"])
+
+
 class BinaryField(fields.DEDField, Binary):
     pass
 
@@ -153,7 +164,7 @@ class ResourceDocument(SnapshotFields, Document):
     md5 = fields.KeywordField()
     sha256 = fields.KeywordField()
     mime = fields.KeywordField()
-    lastmod = date_nanos()
+    lastmod = lastmod_field()
     ln = links_field()
     record = BinaryField(doc_values=True)
     timestamp = date_nanos()
@@ -182,7 +193,7 @@ class ChangeDocument(SnapshotFields, Document):
     md5 = fields.KeywordField()
     sha256 = fields.KeywordField()
     mime = fields.KeywordField()
-    lastmod = date_nanos()
+    lastmod = lastmod_field()
     ln = links_field()
     record = BinaryField(doc_values=True)
     datetime = date_nanos()

@@ -24,13 +24,14 @@ from django.db import transaction
 from django.db.models import Count, DateTimeField, Q, QuerySet, Sum, TextField
 from django.db.models.functions import Cast
 from django_elasticsearch_dsl import Index
-from elasticsearch import AuthorizationException, Elasticsearch
+from elasticsearch import AuthorizationException, BadRequestError, Elasticsearch
 from elasticsearch.serializer import OrjsonSerializer
 
 from resourcesync_portal import processes
 
 from .documents import (
     CHANGE_RECORD_FIELDS,
+    LASTMOD,
     RESOURCE_RECORD_FIELDS,
     changes_index,
     index_names,
@@ -369,7 +370,8 @@ class Mirror:
 
     def _put_templates(self) -> None:
         """Once per process: an index Elasticsearch creates again by itself, for a write
-        after it was deleted, takes the mirror's mapping rather than a guessed one."""
+        after it was deleted, takes the mirror's mapping rather than a guessed one; and
+        indices made before take `lastmod`'s."""
         if self._templates_put == os.getpid():
             return
         try:
@@ -387,7 +389,25 @@ class Mirror:
                 "Elasticsearch creates by itself needs `reconcile --rebuild`",
                 error,
             )
+        self._take_any_lastmod()
         self._templates_put = os.getpid()
+
+    def _take_any_lastmod(self) -> None:
+        """Indices made before `lastmod` took `ignore_malformed` refuse a year `date_nanos`
+        cannot hold, and with it its change, for good (documents.LASTMOD)."""
+        try:
+            self.client.indices.put_mapping(
+                index=self._names,
+                properties={"lastmod": LASTMOD},
+                ignore_unavailable=True,
+                allow_no_indices=True,
+            )
+        except (AuthorizationException, BadRequestError) as error:
+            logger.warning(
+                "%s refuse a lastmod before 1970 or after 2262 (%s): `reconcile --rebuild`",
+                self._names,
+                error,
+            )
 
     def identity(self) -> str:
         """Each index behind the two names, with its UUID: it changes when one is replaced."""

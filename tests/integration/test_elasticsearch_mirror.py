@@ -1122,3 +1122,57 @@ def test_indices_of_a_prefix_left_earlier_are_not_taken_for_the_copy(
         assert es_count(back.mirror, back.mirror.resources_index) == 11
     finally:
         moved.mirror.delete_indices()
+
+
+def test_a_lastmod_date_nanos_cannot_hold_is_mirrored_and_published(use_elasticsearch, client):
+    """The API takes a `lastmod` from year 1 to 9999; `date_nanos` holds 1970 to 2262 only.
+    Elasticsearch refused such a document, so its change was never indexed and every page
+    built from the copy waited for it: the set published nothing more (found by the input
+    probe)."""
+    from lxml import etree
+
+    from sitemaps.regeneration import regenerate
+
+    from ..support import NS
+
+    resource_set = make_set()
+    lastmods = {
+        "old": "0001-01-01T00:00:00Z",
+        "before-epoch": "1969-12-31T23:59:59.999999Z",
+        "far": "9999-12-31T23:59:59.999999Z",
+    }
+    ingest(
+        resource_set,
+        [
+            event("created", name, lastmod=datetime.fromisoformat(text))
+            for name, text in lastmods.items()
+        ],
+    )
+
+    assert not Change.objects.filter(indexed=False).exists()
+    regenerate(resource_set)
+    content = b"".join(client.get("/resourcesync/acme/articles/resourcelist.xml").streaming_content)
+    listed = {
+        entry.findtext("sm:loc", namespaces=NS): entry.findtext("sm:lastmod", namespaces=NS)
+        for entry in etree.fromstring(content).iterfind("sm:url", NS)
+    }
+    assert listed == {f"http://data.example.org/{name}": text for name, text in lastmods.items()}
+
+
+def test_indices_made_before_take_any_lastmod_once_a_process_starts(use_elasticsearch):
+    """Indices a deployment made before `lastmod` took `ignore_malformed` still refused a
+    year the copy cannot hold; a process's first look at them puts the field's mapping."""
+    mirror = use_elasticsearch.mirror
+    mirror.delete_indices()
+    for name, template in mirror.templates().items():
+        body = copy.deepcopy(template.to_dict())
+        del body["mappings"]["properties"]["lastmod"]["ignore_malformed"]
+        mirror.client.indices.create(index=name, **body)
+    mirror._templates_put = None  # a process starting
+    resource_set = make_set()
+
+    ingest(
+        resource_set, [event("created", "old", lastmod=datetime.fromisoformat("0001-01-01T00:00Z"))]
+    )
+
+    assert not Change.objects.filter(indexed=False).exists()
