@@ -28,7 +28,9 @@ class LocationSerializer(serializers.Serializer):
 
 
 class LinkSerializer(serializers.Serializer):
-    rel = serializers.CharField(help_text="Link relation, e.g. `describedby`.")
+    rel = serializers.CharField(
+        max_length=2048, help_text="Link relation, e.g. `describedby`, or a URI."
+    )
     href = LocationSerializer()
     mime = serializers.CharField(required=False, allow_blank=True)
     uri = serializers.CharField(read_only=True, help_text="The resolved href.")

@@ -40,6 +40,9 @@ MAX_LENGTH = 2**63 - 1  # BigIntegerField
 MAX_MIME_LENGTH = 255
 MAX_ID_LENGTH = 200
 MAX_LINKS = 100
+#: As long as a URI may be (a `<loc>`): the mirror indexes a relation as one keyword,
+#: and Lucene refuses a term over 32,766 bytes, and with it the change's document.
+MAX_REL_LENGTH = 2048
 
 _md5 = re.compile(r"[0-9a-fA-F]{32}").fullmatch
 #: A registered relation name, as the schema's `relType` spells one (or else a URI).
@@ -205,6 +208,8 @@ class EventValidator:
             rel = link.get("rel")
             if not isinstance(rel, str) or not rel.strip():
                 raise _Invalid(f"{path}.rel", "is required and must be a non-empty string.")
+            if len(rel) > MAX_REL_LENGTH:
+                raise _Invalid(f"{path}.rel", f"must be at most {MAX_REL_LENGTH} characters long.")
             # A relation is a token or a URI: stricter than what XML allows (xmlchars).
             if not rel.isprintable():
                 raise _Invalid(f"{path}.rel", "must not contain control or unprintable characters.")

@@ -180,6 +180,11 @@ HOSTILE = {
     ),
     "rel-lone-percent": Hostile(as_json(event(ln=[link(rel="50%off")])), "ln.0.rel"),
     "rel-brackets": Hostile(as_json(event(ln=[link(rel="[x]")])), "ln.0.rel"),
+    # Past Lucene's 32,766-byte keyword term: Elasticsearch refused the change's document,
+    # so it was never indexed and no page was built from the copy again.
+    "rel-longer-than-a-uri": Hostile(
+        as_json(event(ln=[link(rel="http://x.example.org/rel/" + "r" * 40_000)])), "ln.0.rel"
+    ),
     # Instants some database cannot hold.
     "lastmod-after-9999-in-utc": Hostile(
         as_json(event(lastmod="9999-12-31T23:59:59-01:00")), "lastmod"
