@@ -300,6 +300,7 @@ class _EventStreamParser(BaseParser):
         limit = settings.INGEST_MAX_BODY_BYTES
         request = (parser_context or {}).get("request")
         if request is not None:
+            _check_content_encoding(request.META.get("HTTP_CONTENT_ENCODING", ""))
             declared = request.META.get("CONTENT_LENGTH") or "0"
             if declared.isdigit() and int(declared) > limit:
                 raise BodyTooLarge(limit)
@@ -338,6 +339,16 @@ def _check_charset(media_type: str) -> None:
             "utf8",
         }:
             raise UnsupportedMediaType(media_type, detail="Events must be encoded as UTF-8.")
+
+
+def _check_content_encoding(encoding: str) -> None:
+    """A compressed body is refused by name: read as it came, it failed as "not UTF-8"."""
+    codings = {coding.strip().lower() for coding in encoding.split(",")} - {"", "identity"}
+    if codings:
+        raise UnsupportedMediaType(
+            encoding,
+            detail=f"Content-Encoding {encoding!r} is not supported; send the body uncompressed.",
+        )
 
 
 def request_events(request: Request, parser_context: dict[str, Any]) -> Iterator[RawEvent] | None:

@@ -60,7 +60,8 @@ INGEST_DESCRIPTION = f"""\
 Apply events to the set's snapshot and append them to its change log.
 
 The body is one event object or a JSON array of events (`application/json`),
-or one event per line (`application/x-ndjson`), the way to send large batches.
+or one event per line (`application/x-ndjson`), the way to send large batches,
+uncompressed (a `Content-Encoding` such as gzip is refused with 415).
 Bodies over {settings.INGEST_MAX_BODY_BYTES} bytes are refused with 413: send
 more events in several requests. A body may be sent with
 `Transfer-Encoding: chunked`; the limit is counted as it arrives.

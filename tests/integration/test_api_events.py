@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import io
 import json
 from datetime import UTC, datetime
@@ -597,6 +598,33 @@ def test_other_content_types_are_415(client, token, content_type):
     assert response.status_code == 415
     assert "detail" in response.json()
     assert not Change.objects.exists()
+
+
+@pytest.mark.parametrize("encoding", ["gzip", "br", "GZIP, identity"])
+def test_a_compressed_body_is_415_naming_the_content_encoding(client, token, encoding):
+    # The body was read as it came: a gzip body answered 400 "is not UTF-8", which says
+    # nothing of the cause (found by the input probe).
+    response = client.post(
+        reverse("api:events", args=("acme", "reports")),
+        data=gzip.compress(json.dumps(event()).encode()),
+        content_type="application/json",
+        headers={"Authorization": f"Token {token.plain_key}", "Content-Encoding": encoding},
+    )
+
+    assert response.status_code == 415
+    assert "Content-Encoding" in response.json()["detail"]
+    assert not Change.objects.exists()
+
+
+def test_an_identity_content_encoding_is_read(client, token):
+    response = client.post(
+        reverse("api:events", args=("acme", "reports")),
+        data=json.dumps(event()),
+        content_type="application/json",
+        headers={"Authorization": f"Token {token.plain_key}", "Content-Encoding": "identity"},
+    )
+
+    assert response.status_code == 200
 
 
 def test_unknown_set_is_404(client, token):
