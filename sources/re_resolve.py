@@ -35,6 +35,8 @@ from django.db import transaction
 from django.db.models import CharField, Max, QuerySet, Value
 from django.db.models.functions import Cast, Concat
 
+from sitemaps.protocol.uris import loc_problem, uri_problem
+
 from .locations import LocationError, resolve_location
 from .models import Change, LocationType, Resource, ResourceSet
 from .services import open_change_list_start, resource_set_lock
@@ -87,25 +89,30 @@ class Resolver:
         self.root = resource_set.resource_root_dir
         self.unresolvable = 0
 
-    def uri(self, location_type: str, value: str) -> str | None:
-        """The location's URI now; None for one that no longer resolves. Every type: a
-        `url` does not depend on the prefix, but one stored as posted by older code (a raw
-        IRI, lower-case escapes) is written in its URI form."""
+    def uri(self, location_type: str, value: str, *, link: bool = False) -> str | None:
+        """The location's URI now; None for one that no longer resolves, or resolves to
+        what ingestion would refuse in its place (a `<loc>`, a link's `href`). Every type:
+        a `url` does not depend on the prefix, but one stored as posted by older code (a
+        raw IRI, lower-case escapes) is written in its URI form."""
         # A rel_path's URI never depends on the root (it is only checked against it at ingest).
         root = self.root if location_type == LocationType.ABS_PATH else ""
         try:
-            return resolve_location(
+            uri = resolve_location(
                 location_type, value, url_prefix=self.url_prefix, resource_root_dir=root
             )
+            problem = (uri_problem if link else loc_problem)(uri)
+            if problem is not None:
+                raise LocationError(f"resolves to {uri!r}, which {problem}")
         except LocationError as error:
             self.unresolvable += 1
             if self.unresolvable <= LOGGED_FAILURES:
                 logger.warning("Left as it was: %s %r %s", location_type, value, error)
             return None
+        return uri
 
-    def moved(self, location_type: str, value: str, uri: str) -> str | None:
+    def moved(self, location_type: str, value: str, uri: str, *, link: bool = False) -> str | None:
         """The new URI when it differs from `uri`, else None."""
-        new = self.uri(location_type, value)
+        new = self.uri(location_type, value, link=link)
         return new if new is not None and new != uri else None
 
     def links(self, ln: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
@@ -113,7 +120,9 @@ class Resolver:
         result, moved = [], False
         for link in ln:
             href = link.get("href") or {}
-            new = self.moved(href.get("type", ""), href.get("value", ""), link.get("uri", ""))
+            new = self.moved(
+                href.get("type", ""), href.get("value", ""), link.get("uri", ""), link=True
+            )
             if new is not None:
                 link, moved = {**link, "uri": new}, True
             result.append(link)

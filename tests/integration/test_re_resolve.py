@@ -480,3 +480,21 @@ def test_the_command_writes_urls_stored_as_posted_in_their_uri_form(client, tmp_
     )  # fmt: skip
     assert response.status_code == 200, response.content
     assert list(Resource.objects.values_list("uri", "length")) == [(uri, 5)]
+
+
+def test_a_uri_a_new_prefix_makes_too_short_for_a_loc_stays_as_it_was(
+    client, tmp_path, django_capture_on_commit_callbacks
+):
+    """`http://a/` is a valid url_prefix, under which the rel_path `b` is `http://a/b`: 10
+    characters, where a `<loc>` needs 12. Ingestion refuses such an event with a 400; the
+    prefix saved in the admin moved it there anyway, and the Resource List was no longer
+    valid (found by the input probe). It stays where it was, as a location that no longer
+    resolves does."""
+    files = FileSet(tmp_path / "files")
+    files.post([files.write("b"), files.write("long-name.txt")], django_capture_on_commit_callbacks)
+
+    files.move_to("http://a/", django_capture_on_commit_callbacks)
+    regenerate(files.resource_set)
+
+    listed = locs(urlsets(client, f"{BASE}/resourcelist.xml"))  # each one valid
+    assert sorted(listed) == ["http://a/long-name.txt", PREFIX + "b"]
