@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from operator import attrgetter
 
+from sitemaps.protocol.uris import loc_problem
 from sitemaps.protocol.writer import escape_text
 from sources.events import Event
 from sources.locations import LocationError, resolve_location
@@ -229,6 +230,8 @@ class FolderWalker:
             escape_text(rel_path)
         except ValueError as error:
             raise LocationError(f"{error}.") from None
+        if (problem := loc_problem(uri)) is not None:  # what the API refuses too
+            raise LocationError(f"resolves to {uri!r}, which {problem}.")
         return uri
 
     def inside(self, path: str) -> bool:

@@ -258,6 +258,21 @@ def test_names_no_url_can_carry_are_skipped(resource_set, root):
     }
 
 
+def test_a_name_too_short_for_a_loc_under_a_short_prefix_is_skipped(resource_set, root):
+    # `b` under `http://a/` is `http://a/b`, 10 characters where a `<loc>` needs 12: the
+    # API refuses such an event, the scan published it and the Resource List was invalid.
+    ResourceSet.objects.filter(pk=resource_set.pk).update(url_prefix="http://a/")
+    resource_set.refresh_from_db()
+    write(root, "b", b"short")
+    write(root, "long-name.txt", b"long")
+
+    report = scan_folder(resource_set=resource_set)
+
+    assert set(published(resource_set)) == {"http://a/long-name.txt"}
+    ((name, reason),) = [(item.rel_path, item.reason) for item in report.skipped]
+    assert name == "b" and reason.startswith("name no URL can carry:") and "12" in reason
+
+
 @pytest.fixture
 def tmpfs_root(resource_set, tmp_path) -> Iterator[Path]:
     """The set's root on tmpfs, which keeps any mtime (ext4 keeps 1901 to 2446); Debian
