@@ -3,7 +3,8 @@
 Superseded versions (retired by `storage.delete_document`) and what killed
 runs leave behind (versions no row points at, `.partial` writes) go once the
 grace period (RESOURCESYNC_SUPERSEDED_GRACE_SECONDS) has passed. Never
-removed: a version a row references, one the published tree links to, one
+removed: a version a row references, one a running run staged for its dump
+switch (`sitemaps.dumps.switch`), one the published tree links to, one
 retired or written within the grace period, and any file whose name is not
 a document version's. Beat runs the whole sweep (`sitemaps.tasks.cleanup_documents`),
 and so does `manage.py cleanup_documents`; regeneration itself deletes the
@@ -34,6 +35,7 @@ from .models import (
     ResourceListPage,
     ResourcePackage,
     RetiredDocument,
+    StagedVersion,
 )
 from .storage import GZIP_SUFFIX, PARTIAL_SUFFIX, document_storage
 
@@ -41,7 +43,8 @@ from .storage import GZIP_SUFFIX, PARTIAL_SUFFIX, document_storage
 RETIRED_PER_SWEEP = 1000
 
 DOCUMENT_MODELS = (ResourceListPage, ChangeListPage, IndexDocument, DumpDocument)
-#: Rows and the fields that name their stored versions (a dump package: its ZIP and manifest).
+#: Rows and the fields that name their stored versions (a dump package: its ZIP and manifest;
+#: a staged version: one a running run will switch a package to).
 STORED_NAMES = (
     *((model, "storage_name") for model in DOCUMENT_MODELS),
     *(
@@ -49,6 +52,7 @@ STORED_NAMES = (
         for model in (ResourcePackage, ChangePackage)
         for field in ("storage_name", "manifest_name")
     ),
+    (StagedVersion, "name"),
 )
 #: What `storage.save_document` writes: `<stem>.<etag>.xml`, its gzip twin, partial writes
 #: (a `StreamedDocument`'s are named after the public name);

@@ -327,3 +327,20 @@ class DumpState(models.Model):
 
     def __str__(self) -> str:
         return f"Dumps of {self.resource_set}"
+
+
+class StagedVersion(models.Model):
+    """A dump package version a running regeneration stored and has not switched to yet.
+
+    A run switches its packages together with the dump documents at its end
+    (`sitemaps.dumps.switch`), which may come after the grace period: cleanup keeps
+    what is staged. The next dump step of the set drops a failed run's rows.
+    """
+
+    resource_set = models.ForeignKey(
+        ResourceSet, on_delete=models.CASCADE, related_name="staged_versions"
+    )
+    name = models.CharField(max_length=500, unique=True, help_text="Its storage name.")
+
+    def __str__(self) -> str:
+        return self.name

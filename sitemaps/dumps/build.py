@@ -9,7 +9,9 @@ from typing import TYPE_CHECKING
 
 from django.utils import timezone
 
+from sitemaps import publishing
 from sitemaps.models import ChangePackage, DumpDocument, ResourcePackage
+from sitemaps.storage import delete_document
 from sources.models import ResourceSet
 from sources.resource_files import unreadable_reason
 
@@ -59,17 +61,39 @@ def build_dumps(run: RegenerationRun) -> DumpReport | None:
         job.report.problem = problem
         _save_state(job, started, through=job.state.through_change_id)
         return job.report
-    resource_set = job.resource_set
     if capabilities.publish_resource_dump:
-        packages = ResourceDumpWriter(job).run()
-        if packages is not None or not _written(job, DumpDocument.Kind.RESOURCE_DUMP):
-            write_resource_dump(job, ResourcePackage.objects.filter(resource_set=resource_set))
+        _resource_dump(job)
     if capabilities.publish_change_dump:
-        changed = ChangeDumpWriter(job).run()
-        if changed is not None or not _written(job, DumpDocument.Kind.CHANGE_DUMP):
-            write_change_dump(job, ChangePackage.objects.filter(resource_set=resource_set))
+        _change_dump(job)
+    job.switch.apply()
+    _withdraw_stale(job)
     _save_state(job, started, through=job.watermark)
     return job.report
+
+
+def _resource_dump(job: DumpJob) -> None:
+    """Rebuild the Resource Dump's packages and write its documents, for the switch."""
+    packages = ResourceDumpWriter(job).run()
+    if packages is None and _written(job, DumpDocument.Kind.RESOURCE_DUMP):
+        return
+    rows = ResourcePackage.objects.filter(resource_set=job.resource_set)
+    write_resource_dump(job, rows if packages is None else packages)
+
+
+def _change_dump(job: DumpJob) -> None:
+    """Rebuild the Change Dump's packages and write its documents, for the switch."""
+    packages = ChangeDumpWriter(job).run()
+    if packages is None and _written(job, DumpDocument.Kind.CHANGE_DUMP):
+        return
+    rows = ChangePackage.objects.filter(resource_set=job.resource_set)
+    write_change_dump(job, rows if packages is None else packages)
+
+
+def _withdraw_stale(job: DumpJob) -> None:
+    for stale in job.stale_documents:
+        publishing.withdraw(job.resource_set, stale)
+        stale.delete()
+        delete_document(stale.storage_name)
 
 
 def _written(job: DumpJob, kind: str) -> bool:

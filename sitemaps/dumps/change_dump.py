@@ -64,11 +64,16 @@ class ChangeDumpWriter:
     def __init__(self, job: DumpJob) -> None:
         self.job = job
         self.resource_set = job.resource_set
+        #: Packages this run made, and the highest number taken (none is reused in a run).
+        self.created: list[ChangePackage] = []
+        self.highest = 0
 
     def run(self) -> list[ChangePackage] | None:
-        """Every package oldest first, or None when none had to change."""
+        """Every package oldest first, as the run's switch will save them; or None when
+        none had to change."""
         windows = dump_windows(list(ChangeListPage.objects.filter(resource_set=self.resource_set)))
         packages = list(ChangePackage.objects.filter(resource_set=self.resource_set))
+        self.highest = max((package.number for package in packages), default=0)
         touched = list(self.job.new_changes().values_list("datetime", flat=True))
         settled = max(
             (p.until for p in packages if p.final and p.until and p.until_key is None), default=None
@@ -83,7 +88,8 @@ class ChangeDumpWriter:
                 changed = True
         if not changed:
             return None
-        return list(ChangePackage.objects.filter(resource_set=self.resource_set))
+        kept = [package for package in packages if package.pk is not None]
+        return sorted(kept + self.created, key=_order)
 
     def needs_writing(
         self, window: Window, mine: list[ChangePackage], touched: list[datetime]
@@ -138,9 +144,11 @@ class ChangeDumpWriter:
             yield Item(record, change_path(self.resource_set, record))
 
     def new_package(self, since: datetime) -> ChangePackage:
-        numbers = ChangePackage.objects.filter(resource_set=self.resource_set)
-        number = max(numbers.values_list("number", flat=True), default=0) + 1
-        return ChangePackage(resource_set=self.resource_set, number=number, since=since)
+        """A package not written yet: the switch saves its row."""
+        self.highest += 1
+        package = ChangePackage(resource_set=self.resource_set, number=self.highest, since=since)
+        self.created.append(package)
+        return package
 
     def write(
         self,
@@ -179,6 +187,11 @@ def change_path(resource_set, record: ChangeRecord) -> str:
         return ""
     relative = packaged_path(resource_set, record.uri) or "resource"
     return f"{CHANGES_FOLDER}{record.key}/{relative}"
+
+
+def _order(package: ChangePackage) -> tuple[datetime, bool, int]:
+    """The rows' order (`since`, then `since_key` with none first)."""
+    return package.since, package.since_key is not None, package.since_key or 0
 
 
 def _in_window(package: ChangePackage, window: Window) -> bool:

@@ -12,7 +12,7 @@ from datetime import datetime
 
 from django.utils import timezone
 
-from sitemaps import links, publishing
+from sitemaps import links
 from sitemaps.models import ChangePackage, DumpDocument, ResourcePackage
 from sitemaps.protocol.builders import (
     ChangeDumpPackage,
@@ -24,7 +24,7 @@ from sitemaps.protocol.builders import (
     build_resource_dump,
     build_resource_dump_index,
 )
-from sitemaps.storage import delete_document, save_document
+from sitemaps.storage import save_document
 from sources.models import ResourceSet
 
 from .job import DumpJob
@@ -145,7 +145,8 @@ def _write(
     dump: Callable[[list, str | None], bytes],
     index: Callable[[list[str]], bytes],
 ) -> None:
-    """Store the dump, or its parts and their index, and retire parts no longer needed."""
+    """Store the dump, or its parts and their index, for the run's switch; the parts no
+    longer needed are withdrawn after it."""
     resource_set = job.resource_set
     chunks = _chunks(entries, job.limits.entries)
     contents: dict[int, bytes] = {}
@@ -158,26 +159,22 @@ def _write(
         contents[0] = index(urls)
     counts = {0: len(entries) if len(chunks) == 1 else len(chunks)}
     counts.update({n: len(chunk) for n, chunk in enumerate(chunks, start=1)})
+    existing = {
+        document.number: document
+        for document in DumpDocument.objects.filter(resource_set=resource_set, kind=kind)
+    }
     for number, content in sorted(contents.items(), reverse=True):  # parts before their index
-        _store(job, kind, number, content, entries=counts[number])
-    for stale in DumpDocument.objects.filter(resource_set=resource_set, kind=kind).exclude(
-        number__in=contents
-    ):
-        publishing.withdraw(resource_set, stale)
-        stale.delete()
-        delete_document(stale.storage_name)
+        document = existing.pop(number, None) or DumpDocument(
+            resource_set=resource_set, kind=kind, number=number
+        )
+        _store(job, document, content, entries=counts[number])
+    job.stale_documents.extend(existing.values())
 
 
-def _store(job: DumpJob, kind: str, number: int, content: bytes, *, entries: int) -> None:
-    document, _ = DumpDocument.objects.get_or_create(
-        resource_set=job.resource_set, kind=kind, number=number
-    )
+def _store(job: DumpJob, document: DumpDocument, content: bytes, *, entries: int) -> None:
+    """Store the document's new version; the run's switch points its row at it."""
     name, etag = save_document(job.directory, document.public_name, content)
-    previous = document.storage_name
+    replaced = document.storage_name
     document.storage_name, document.etag = name, etag
     document.entries, document.size, document.generated_at = entries, len(content), timezone.now()
-    with job.run.lease.holding():
-        document.save()
-        publishing.publish(job.resource_set, document)
-    if previous and previous != name:
-        delete_document(previous)
+    job.switch.write(document, replaced=replaced)

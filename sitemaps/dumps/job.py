@@ -15,7 +15,7 @@ from django.template.defaultfilters import filesizeformat
 from django.utils import timezone
 
 from sitemaps import publishing
-from sitemaps.models import DumpPackage, DumpState
+from sitemaps.models import DumpDocument, DumpPackage, DumpState
 from sitemaps.protocol.records import ChangeRecord, ResourceRecord
 from sitemaps.storage import delete_document, save_document
 from sources.models import Change
@@ -30,6 +30,7 @@ from .packaging import (
     write_package,
 )
 from .storage import open_stored, package_file, store_package
+from .switch import DumpSwitch, drop_staged
 
 if TYPE_CHECKING:
     from sitemaps.regeneration import RegenerationRun
@@ -87,6 +88,10 @@ class DumpJob:
         self.compression = settings.RESOURCESYNC_DUMP_COMPRESSION
         self.state, _ = DumpState.objects.get_or_create(resource_set=self.resource_set)
         self.report = DumpReport()
+        drop_staged(self.resource_set)
+        self.switch = DumpSwitch(self.resource_set, run.lease)
+        #: Parts of a dump index no longer needed, withdrawn after the switch.
+        self.stale_documents: list[DumpDocument] = []
 
     def new_changes(self) -> QuerySet[Change]:
         """Changes the dumps do not reflect yet and the generator can already show."""
@@ -114,7 +119,8 @@ class DumpJob:
         *,
         reuse: Iterable[str] = (),
     ) -> Written:
-        """Write, store and publish one package (and its manifest copy); the row is saved.
+        """Write and store one package (and its manifest copy) beside the served version;
+        the run's switch serves it, with the dump documents that list it.
 
         `reuse`: storage names of the packages it replaces, whose checked
         bitstreams are copied instead of read again. When none of the items
@@ -130,7 +136,8 @@ class DumpJob:
         manifest_name, manifest_etag = save_document(
             self.directory, package.manifest_public_name, written.manifest
         )
-        old = {package.storage_name, package.manifest_name} - {stored.name, manifest_name, ""}
+        self.switch.stage([stored.name, manifest_name])
+        replaced = {package.storage_name, package.manifest_name}
         package.storage_name, package.etag, package.size = stored.name, stored.etag, stored.size
         package.md5, package.sha256 = stored.md5, stored.sha256
         package.manifest_name, package.manifest_etag = manifest_name, manifest_etag
@@ -138,11 +145,7 @@ class DumpJob:
         package.entries, package.generated_at = written.bitstreams, timezone.now()
         package.skipped = [vars_of(s) for s in written.skipped[:SKIPPED_KEPT]]
         package.skipped_count = len(written.skipped)
-        with self.run.lease.holding():
-            package.save()
-            publishing.publish_package(self.resource_set, package)
-        for name in old:
-            delete_document(name)
+        self.switch.save(package, replaced=replaced)
         self.record(package, stored.size, written)
         return written
 
@@ -150,19 +153,14 @@ class DumpJob:
         """A package with nothing to hold has no ZIP (an empty manifest is not valid XML
         Sitemap): the row keeps its range, the dump does not list it. `skipped`: what it
         could not hold (every item left out), which the set's page still shows."""
-        old = [package.storage_name, package.manifest_name]
+        replaced = {package.storage_name, package.manifest_name}
         skipped = skipped or []
         package.storage_name = package.etag = package.md5 = package.sha256 = ""
         package.manifest_name = package.manifest_etag = ""
         package.size = package.manifest_size = package.entries = 0
         package.skipped = [vars_of(s) for s in skipped[:SKIPPED_KEPT]]
         package.skipped_count, package.generated_at = len(skipped), timezone.now()
-        with self.run.lease.holding():
-            publishing.withdraw_package(self.resource_set, package)
-            package.save()
-        for name in old:
-            if name:
-                delete_document(name)
+        self.switch.save(package, replaced=replaced)
 
     def _write_attempts(
         self,

@@ -24,7 +24,7 @@ from sitemaps.protocol.builders import (
     resource_entry,
 )
 from sitemaps.protocol.records import ResourceRecord
-from sitemaps.ranges import key_range, split_row
+from sitemaps.ranges import key_range
 from sources.resource_files import packaged_path
 
 from .job import DumpJob
@@ -39,6 +39,8 @@ class ResourceDumpWriter:
     def __init__(self, job: DumpJob) -> None:
         self.job = job
         self.resource_set = job.resource_set
+        #: The highest package number, so a new package takes none this run had.
+        self.highest = 0
 
     def run(self) -> list[ResourcePackage] | None:
         """The packages in key order, or None when none had to change."""
@@ -50,31 +52,39 @@ class ResourceDumpWriter:
         return packages
 
     def packages(self) -> tuple[list[ResourcePackage], set[int]]:
-        """The packages in key order, and the positions to rebuild whatever changed."""
+        """The packages in key order, and the positions to rebuild whatever changed.
+
+        Rows change only at the run's switch: a new set's first package is made here.
+        """
         packages = list(ResourcePackage.objects.filter(resource_set=self.resource_set))
+        self.highest = max((package.number for package in packages), default=0)
         if not packages:
-            packages = [
-                ResourcePackage.objects.create(
-                    resource_set=self.resource_set, number=1, after_key=0, through_key=None
-                )
-            ]
+            packages = [self.new_package(after_key=0)]
         unwritten = {n for n, package in enumerate(packages) if package.generated_at is None}
         return packages, unwritten | self.repair_ranges(packages)
 
     def repair_ranges(self, packages: list[ResourcePackage]) -> set[int]:
-        """Make the ranges tile every key again (after a killed run); the positions changed."""
+        """Make the ranges tile every key again (rows left so by an older version); the
+        positions changed, rebuilt and switched with their new ranges."""
         ranges = [key_range(package) for package in packages]
         fixed = planning.contiguous(ranges)
         repaired = planning.changed_positions(ranges, fixed)
-        with transaction.atomic():
-            for position in sorted(repaired):
-                package = packages[position]
-                package.after_key, package.through_key = (
-                    fixed[position].after,
-                    fixed[position].through,
-                )
-                package.save(update_fields=["after_key", "through_key"])
+        for position in sorted(repaired):
+            package = packages[position]
+            package.after_key, package.through_key = fixed[position].after, fixed[position].through
+            self.job.switch.save(package)
         return repaired
+
+    def new_package(self, *, after_key: int, through_key: int | None = None) -> ResourcePackage:
+        """A package not written yet (the switch saves its row), numbered after any this
+        run had."""
+        self.highest += 1
+        return ResourcePackage(
+            resource_set=self.resource_set,
+            number=self.highest,
+            after_key=after_key,
+            through_key=through_key,
+        )
 
     def plan(self, packages: list[ResourcePackage], repaired: set[int]) -> list[ResourcePackage]:
         """The packages the new changes make dirty; a full tail that only gains keys is closed."""
@@ -117,8 +127,7 @@ class ResourceDumpWriter:
                 self.job.write_empty(package)
                 continue
             self.job.write(package, planned.items, self.manifest, reuse=[package.storage_name])
-            package.completed = package.generated_at
-            package.save(update_fields=["completed"])
+            package.completed = package.generated_at  # saved by the switch
 
     def items(self, keys: KeyRange) -> Iterator[Item]:
         records = self.job.generator.iter_resources(
@@ -143,8 +152,17 @@ class ResourceDumpWriter:
     def split(
         self, packages: list[ResourcePackage], package: ResourcePackage, last_key: int
     ) -> ResourcePackage:
-        """Close `package` at `last_key`; a new package after it takes the rest."""
-        return split_row(packages, package, last_key, resource_set=self.resource_set)
+        """Close `package` at `last_key`; a new package after it takes the rest (both rows
+        saved by the switch)."""
+        position = packages.index(package)
+        ranges = [key_range(p) for p in packages]
+        head, rest = planning.split(ranges, position, last_key)[position : position + 2]
+        package.through_key = head.through
+        created = self.new_package(after_key=rest.after, through_key=rest.through)
+        packages.insert(position + 1, created)
+        self.job.switch.save(package)
+        self.job.switch.save(created)
+        return created
 
     def merge(self, packages: list[ResourcePackage], package: ResourcePackage) -> None:
         """An emptied package gives its range to the next one and goes."""

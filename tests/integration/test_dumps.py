@@ -8,12 +8,16 @@ manifest entry and with the file it came from.
 from __future__ import annotations
 
 import dataclasses
+import errno
 import hashlib
 import io
 import itertools
+import re
 import zipfile
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 from django.core.management import CommandError, call_command
@@ -37,6 +41,7 @@ from sitemaps.models import (
 from sitemaps.regeneration import regenerate
 from sitemaps.storage import document_storage
 from sources.events import Event
+from sources.generators import get_generator
 from sources.models import ApiToken, CapabilitySettings, DataProvider, LocationType, ResourceSet
 from sources.services import ingest_events
 
@@ -99,8 +104,12 @@ class FileSet:
         )
 
     def post(self, events: list[Event]):
-        """Ingest without the after-commit hooks and regenerate: the run's report."""
+        """Ingest without the after-commit hooks, index (for Elasticsearch) and regenerate:
+        the run's report."""
         ingest_events(resource_set=self.resource_set, events=events)
+        mirror = getattr(get_generator(), "mirror", None)
+        if mirror is not None:  # not `index_pending`, whose signal regenerates (eager tasks)
+            mirror.index_changes(list(self.resource_set.changes.values_list("pk", flat=True)))
         return regenerate(self.resource_set)
 
 
@@ -780,3 +789,193 @@ def test_a_change_dump_packages_nothing_behind_a_change_waiting_for_the_copy(
     later = [entry for entry in packaged_changes(client) if entry not in first]
     assert len(first) + len(later) == 2
     assert all(datetime > passed for _, datetime in later)
+
+
+# --- A run that fails partway: what is served stays consistent ------------------------
+
+
+def from_django(client: Client) -> Callable[[str], tuple[int, bytes]]:
+    """GET through Django's views: (status, body)."""
+
+    def fetch(url: str) -> tuple[int, bytes]:
+        status, body, _ = get(client, urlsplit(url).path)
+        return status, body
+
+    return fetch
+
+
+def from_tree(published_dir: Path) -> Callable[[str], tuple[int, bytes]]:
+    """GET as nginx answers from the published tree (`final/` first): (status, body)."""
+
+    def fetch(url: str) -> tuple[int, bytes]:
+        folder, name = published_dir / BASE.lstrip("/"), urlsplit(url).path.rsplit("/", 1)[1]
+        for path in (folder / "final" / name, folder / name):
+            if path.exists():
+                return 200, path.read_bytes()
+        return 404, b""
+
+    return fetch
+
+
+def assert_served_as_listed(fetch: Callable[[str], tuple[int, bytes]], dump: str) -> set[str]:
+    """The served dump (and each part its index lists) lists packages each served with
+    exactly the length and hashes listed, and its manifest; no part it does not list is
+    served. Returns the names of the packages listed."""
+    status, top = fetch(f"{BASE}/{dump}.xml")
+    assert status == 200
+    root = etree.fromstring(top)
+    parts = [loc.text for loc in root.iterfind("sm:sitemap/sm:loc", NS)]
+    documents = [fetch(part) for part in parts] if parts else [(200, top)]
+    assert [status for status, _ in documents] == [200] * len(documents), parts
+    listed = {urlsplit(part).path.rsplit("/", 1)[1] for part in parts}
+    for n in range(1, 6):
+        if f"{dump}-{n}.xml" not in listed:
+            assert fetch(f"{BASE}/{dump}-{n}.xml")[0] == 404, f"{dump}-{n}.xml served, not listed"
+    packages = set()
+    for _, document in documents:
+        for entry in entries(document):
+            loc, md = entry.find("sm:loc", NS).text, entry.find("rs:md", NS).attrib
+            status, package = fetch(loc)
+            assert status == 200, f"{loc} listed, answers {status}"
+            digests = dict(item.split(":", 1) for item in md["hash"].split())
+            assert (int(md["length"]), digests["md5"], digests["sha-256"]) == (
+                len(package),
+                hashlib.md5(package, usedforsecurity=False).hexdigest(),
+                hashlib.sha256(package).hexdigest(),
+            ), f"{loc} is served otherwise than listed"
+            manifest = zipfile.ZipFile(io.BytesIO(package)).read("manifest.xml")
+            assert fetch(entry.find("rs:ln", NS).get("href")) == (200, manifest)
+            packages.add(urlsplit(loc).path.rsplit("/", 1)[1])
+    return packages
+
+
+def assert_consistent(client: Client, published_dir: Path, dump: str) -> set[str]:
+    """`assert_served_as_listed` through Django and through the published tree alike."""
+    listed = assert_served_as_listed(from_django(client), dump)
+    assert assert_served_as_listed(from_tree(published_dir), dump) == listed
+    return listed
+
+
+def full_disk_for(monkeypatch, match: Callable[[str], bool]) -> None:
+    """Document writes (`save_document`'s) whose file name `match`es fail: ENOSPC."""
+    from sitemaps import storage
+
+    writing = storage._write_local
+
+    def full(target_storage, path: Path, data: bytes) -> None:
+        if match(path.name):
+            raise OSError(errno.ENOSPC, "No space left on device")
+        writing(target_storage, path, data)
+
+    monkeypatch.setattr(storage, "_write_local", full)
+
+
+def dump_document_name(dump: str) -> Callable[[str], bool]:
+    """`<dump>.<etag>.xml` or a part's `<dump>-<n>.<etag>.xml` (not a manifest)."""
+    return re.compile(rf"{dump}(?:-[0-9]+)?\.[0-9a-f]{{32}}\.xml(?:\.gz)?").fullmatch
+
+
+def fail_on_call(monkeypatch, owner, name: str, call: int, error: Exception) -> None:
+    """`owner.name` raises `error` on its `call`-th call (1-based), else runs."""
+    original, calls = getattr(owner, name), itertools.count(1)
+
+    def failing(*args, **kwargs):
+        if next(calls) == call:
+            raise error
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(owner, name, failing)
+
+
+def fail_for_dump_documents(monkeypatch, name: str) -> None:
+    """`publishing.<name>(resource_set, document)` fails for a dump document (EIO)."""
+    from sitemaps import publishing
+
+    original = getattr(publishing, name)
+
+    def failing(resource_set, document, *args, **kwargs):
+        if isinstance(document, DumpDocument):
+            raise OSError(errno.EIO, "Input/output error")
+        return original(resource_set, document, *args, **kwargs)
+
+    monkeypatch.setattr(publishing, name, failing)
+
+
+@pytest.mark.parametrize("step", ["dump document write", "dump document link", "second package"])
+def test_a_run_failing_before_its_dump_is_written_switches_no_package(
+    backend, client, published_dir: Path, tmp_path: Path, monkeypatch, step
+) -> None:
+    """Each rebuilt package was switched (row and link) as soon as it was stored, the dump
+    rewritten at the end: a failure in between left the dump listing the previous
+    package's length and hashes while its URL served the new one."""
+    from sitemaps.dumps import storage as package_storage
+
+    files = FileSet(tmp_path / "files", entries_per_document=3, publish_change_dump=False)
+    files.post([files.write(f"r{n}.txt", content(n)) for n in range(9)])  # 3 packages
+    before = assert_consistent(client, published_dir, "resourcedump")
+    if step == "dump document write":
+        full_disk_for(monkeypatch, dump_document_name("resourcedump"))
+    elif step == "dump document link":
+        fail_for_dump_documents(monkeypatch, "publish")
+    else:
+        full = OSError(errno.ENOSPC, "No space left on device")
+        fail_on_call(monkeypatch, package_storage, "_place_local", 2, full)
+
+    with pytest.raises(OSError):
+        files.post(  # packages 1 and 3 rebuilt
+            [
+                files.write("r1.txt", content(1, version=2), change="updated"),
+                files.write("r7.txt", content(7, version=2), change="updated"),
+            ]
+        )
+
+    assert assert_consistent(client, published_dir, "resourcedump") == before
+    monkeypatch.undo()
+    regenerate(files.resource_set)  # the disk has room again
+    assert assert_consistent(client, published_dir, "resourcedump") == before
+    assert resource_dump(client)[PREFIX + "r7.txt"] == content(7, version=2)
+
+
+def test_a_change_dump_failing_before_its_dump_is_written_switches_no_package(
+    backend, client, published_dir: Path, tmp_path: Path, monkeypatch
+) -> None:
+    """The open window's package was switched before `changedump.xml` was rewritten."""
+    files = FileSet(tmp_path / "files", publish_resource_dump=False)
+    files.post([files.write(f"r{n}.txt", content(n)) for n in range(3)])
+    before = assert_consistent(client, published_dir, "changedump")
+    full_disk_for(monkeypatch, dump_document_name("changedump"))
+
+    with pytest.raises(OSError):
+        files.post([files.write("r1.txt", content(1, version=2), change="updated")])
+
+    assert assert_consistent(client, published_dir, "changedump") == before
+    monkeypatch.undo()
+    regenerate(files.resource_set)
+    assert assert_consistent(client, published_dir, "changedump") == before
+    (entry,) = entries(get(client, f"{BASE}/changedump.xml")[1])
+    assert content(1, version=2) in check_package(client, entry, "changedump-manifest").values()
+
+
+def test_a_cleanup_during_a_long_run_keeps_what_the_run_will_switch_to(
+    client, published_dir: Path, tmp_path: Path, monkeypatch
+) -> None:
+    """A run switches its packages at its end, which may come after the grace period:
+    a cleanup sweep meanwhile must not delete the versions it stored and will serve."""
+    from sitemaps.cleanup import remove_unreferenced
+    from sitemaps.dumps.switch import DumpSwitch
+
+    files = FileSet(tmp_path / "files", entries_per_document=3)
+    files.post([files.write(f"r{n}.txt", content(n)) for n in range(9)])
+    switching = DumpSwitch.apply
+
+    def after_a_long_run(switch: DumpSwitch) -> None:
+        later = timezone.now() + timedelta(hours=1)  # every file is older than the grace
+        assert remove_unreferenced(now=later)  # it did remove something: the old lists
+        switching(switch)
+
+    monkeypatch.setattr(DumpSwitch, "apply", after_a_long_run)
+    files.post([files.write("r1.txt", content(1, version=2), change="updated")])
+
+    assert_consistent(client, published_dir, "resourcedump")
+    assert_consistent(client, published_dir, "changedump")
+    assert resource_dump(client)[PREFIX + "r1.txt"] == content(1, version=2)

@@ -1,0 +1,100 @@
+"""One switch per run: the dump packages it rebuilt, with the dump documents that list them.
+
+A run stores each new package version beside the served one (content-addressed
+names) and stages it here: the rows, and so the URLs and the published links,
+stay on the previous versions until the end of the run, where `apply` points
+them all at the new ones together with the dump documents, in one transaction.
+A run that fails before that switches nothing: each dump document served lists
+its packages with the length and hashes they are served with. The work is one
+row and one link per package the run wrote, so a run stays O(packages).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Set
+from dataclasses import dataclass, field
+
+from sitemaps import publishing
+from sitemaps.lease import Lease
+from sitemaps.models import DumpDocument, DumpPackage, StagedVersion
+from sitemaps.storage import delete_document
+from sources.models import ResourceSet
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class DumpSwitch:
+    """What a run's dump step switches at its end, and the versions that then retire."""
+
+    resource_set: ResourceSet
+    lease: Lease
+    packages: list[DumpPackage] = field(default_factory=list)
+    documents: list[DumpDocument] = field(default_factory=list)
+    retired: set[str] = field(default_factory=set)
+
+    def stage(self, names: list[str]) -> None:
+        """Keep these stored versions from cleanup until the switch (or the next run)."""
+        StagedVersion.objects.bulk_create(
+            [StagedVersion(resource_set=self.resource_set, name=name) for name in names if name],
+            ignore_conflicts=True,
+        )
+
+    def save(self, package: DumpPackage, *, replaced: Set[str] = frozenset()) -> None:
+        """Save the package's row (its new version, range or both) at the switch."""
+        if not any(package is staged for staged in self.packages):
+            self.packages.append(package)
+        self.retired |= replaced - {package.storage_name, package.manifest_name, ""}
+
+    def write(self, document: DumpDocument, *, replaced: str) -> None:
+        """Point the dump document at its new version (stored) at the switch; parts first."""
+        self.stage([document.storage_name])
+        self.documents.append(document)
+        if replaced and replaced != document.storage_name:
+            self.retired.add(replaced)
+
+    def apply(self) -> None:
+        """Switch every row and link at once, then retire the versions they replaced."""
+        if not (self.packages or self.documents):
+            return
+        try:
+            with self.lease.holding():
+                self._save_rows()
+                self._link()
+        except BaseException:
+            _restore_links(self.resource_set)
+            raise
+        for name in sorted(self.retired):
+            delete_document(name)
+
+    def _save_rows(self) -> None:
+        for package in sorted(self.packages, key=lambda p: p.pk is None):  # new rows last
+            package.save()
+        for document in self.documents:
+            document.save()
+        StagedVersion.objects.filter(resource_set=self.resource_set).delete()
+
+    def _link(self) -> None:
+        """The links follow the rows; a package emptied is unlinked after the dumps drop it."""
+        listed = [package for package in self.packages if package.storage_name]
+        for package in listed:
+            publishing.publish_package(self.resource_set, package)
+        for document in self.documents:
+            publishing.publish(self.resource_set, document)
+        for package in self.packages:
+            if not package.storage_name:
+                publishing.publish_package(self.resource_set, package)
+
+
+def drop_staged(resource_set: ResourceSet) -> None:
+    """Forget what a failed run staged: one run holds the set, so nothing switches to it."""
+    StagedVersion.objects.filter(resource_set=resource_set).delete()
+
+
+def _restore_links(resource_set: ResourceSet) -> None:
+    """After a failed switch: the published tree back on the rows, which rolled back."""
+    try:
+        publishing.publish_set(resource_set)
+    except Exception:
+        logger.exception("%s: the published tree may not match the dumps; run manage.py publish")
