@@ -88,7 +88,7 @@ class ChangeDumpWriter:
                 changed = True
         if not changed:
             return None
-        kept = [package for package in packages if package.pk is not None]
+        kept = [package for package in packages if not self.job.switch.removes(package)]
         return sorted(kept + self.created, key=_order)
 
     def needs_writing(

@@ -14,10 +14,9 @@ from django.db.models import QuerySet
 from django.template.defaultfilters import filesizeformat
 from django.utils import timezone
 
-from sitemaps import publishing
 from sitemaps.models import DumpDocument, DumpPackage, DumpState
 from sitemaps.protocol.records import ChangeRecord, ResourceRecord
-from sitemaps.storage import delete_document, save_document
+from sitemaps.storage import save_document
 from sources.models import Change
 
 from .packaging import (
@@ -202,12 +201,9 @@ class DumpJob:
         self.progress()
 
     def remove(self, package: DumpPackage) -> None:
-        """A package that is no longer needed: out of the tree, the row gone, files retired."""
-        publishing.withdraw_package(self.resource_set, package)
-        names = [package.storage_name, package.manifest_name]
-        package.delete()
-        for name in names:
-            delete_document(name)
+        """A package that is no longer needed: its row goes at the switch, its links after
+        the dumps that listed it, its files are retired."""
+        self.switch.remove(package)
 
 
 def vars_of(skipped: Skipped) -> dict[str, str]:

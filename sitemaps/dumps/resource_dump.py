@@ -13,8 +13,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import cast
 
-from django.db import transaction
-
 from sitemaps import planning
 from sitemaps.models import ResourcePackage
 from sitemaps.planning import KeyRange, Step
@@ -165,14 +163,13 @@ class ResourceDumpWriter:
         return created
 
     def merge(self, packages: list[ResourcePackage], package: ResourcePackage) -> None:
-        """An emptied package gives its range to the next one and goes."""
+        """An emptied package gives its range to the next one and goes (at the switch)."""
         position = packages.index(package)
         following = packages[position + 1]
         widened = planning.merge_into_next([key_range(p) for p in packages], position)[position]
-        with transaction.atomic():
-            following.after_key = widened.after
-            self.job.remove(package)
-            following.save(update_fields=["after_key"])
+        following.after_key = widened.after
+        self.job.remove(package)
+        self.job.switch.save(following)
         del packages[position]
 
 

@@ -30,7 +30,9 @@ class DumpSwitch:
 
     resource_set: ResourceSet
     lease: Lease
-    packages: list[DumpPackage] = field(default_factory=list)
+    #: By identity (`id`): a new package has no primary key before the switch.
+    packages: dict[int, DumpPackage] = field(default_factory=dict)
+    removed: dict[int, DumpPackage] = field(default_factory=dict)
     documents: list[DumpDocument] = field(default_factory=list)
     retired: set[str] = field(default_factory=set)
 
@@ -43,9 +45,18 @@ class DumpSwitch:
 
     def save(self, package: DumpPackage, *, replaced: Set[str] = frozenset()) -> None:
         """Save the package's row (its new version, range or both) at the switch."""
-        if not any(package is staged for staged in self.packages):
-            self.packages.append(package)
+        self.packages[id(package)] = package
         self.retired |= replaced - {package.storage_name, package.manifest_name, ""}
+
+    def remove(self, package: DumpPackage) -> None:
+        """Delete the package's row at the switch and withdraw it once the dumps drop it."""
+        self.packages.pop(id(package), None)
+        if package.pk is not None:
+            self.removed[id(package)] = package
+        self.retired |= {package.storage_name, package.manifest_name} - {""}
+
+    def removes(self, package: DumpPackage) -> bool:
+        return id(package) in self.removed
 
     def write(self, document: DumpDocument, *, replaced: str) -> None:
         """Point the dump document at its new version (stored) at the switch; parts first."""
@@ -56,7 +67,7 @@ class DumpSwitch:
 
     def apply(self) -> None:
         """Switch every row and link at once, then retire the versions they replaced."""
-        if not (self.packages or self.documents):
+        if not (self.packages or self.removed or self.documents):
             return
         try:
             with self.lease.holding():
@@ -69,22 +80,27 @@ class DumpSwitch:
             delete_document(name)
 
     def _save_rows(self) -> None:
-        for package in sorted(self.packages, key=lambda p: p.pk is None):  # new rows last
+        # Rows that go first: a package merged away leaves its range start to the next one.
+        for package in self.removed.values():
+            package.delete()
+        for package in sorted(self.packages.values(), key=lambda p: p.pk is None):  # new last
             package.save()
         for document in self.documents:
             document.save()
         StagedVersion.objects.filter(resource_set=self.resource_set).delete()
 
     def _link(self) -> None:
-        """The links follow the rows; a package emptied is unlinked after the dumps drop it."""
-        listed = [package for package in self.packages if package.storage_name]
-        for package in listed:
+        """The links follow the rows; a package emptied or removed is unlinked after the
+        dumps drop it."""
+        packages = self.packages.values()
+        for package in [package for package in packages if package.storage_name]:
             publishing.publish_package(self.resource_set, package)
         for document in self.documents:
             publishing.publish(self.resource_set, document)
-        for package in self.packages:
-            if not package.storage_name:
-                publishing.publish_package(self.resource_set, package)
+        for package in [package for package in packages if not package.storage_name]:
+            publishing.publish_package(self.resource_set, package)
+        for package in self.removed.values():
+            publishing.withdraw_package(self.resource_set, package)
 
 
 def drop_staged(resource_set: ResourceSet) -> None:
@@ -97,4 +113,6 @@ def _restore_links(resource_set: ResourceSet) -> None:
     try:
         publishing.publish_set(resource_set)
     except Exception:
-        logger.exception("%s: the published tree may not match the dumps; run manage.py publish")
+        logger.exception(
+            "%s: the published tree may not match the dumps; run manage.py publish", resource_set
+        )

@@ -956,6 +956,55 @@ def test_a_change_dump_failing_before_its_dump_is_written_switches_no_package(
     assert content(1, version=2) in check_package(client, entry, "changedump-manifest").values()
 
 
+def test_a_package_merged_away_is_served_until_the_dump_drops_it(
+    backend, client, published_dir: Path, tmp_path: Path, monkeypatch
+) -> None:
+    """An emptied package was withdrawn (404) as it merged into the next, before the dump
+    was rewritten: a failure in between left the dump listing a URL that answers 404."""
+    files = FileSet(tmp_path / "files", entries_per_document=3, publish_change_dump=False)
+    files.post([files.write(f"r{n}.txt", content(n)) for n in range(9)])  # 3 packages
+    before = assert_consistent(client, published_dir, "resourcedump")
+    full_disk_for(monkeypatch, dump_document_name("resourcedump"))
+
+    with pytest.raises(OSError):
+        files.post([files.delete(f"r{n}.txt") for n in (3, 4, 5)])  # package 2 empties
+
+    assert assert_consistent(client, published_dir, "resourcedump") == before
+    monkeypatch.undo()
+    regenerate(files.resource_set)
+    after = assert_consistent(client, published_dir, "resourcedump")
+    assert after == before - {"resourcedump-package-2.zip"}
+    assert get(client, f"{BASE}/resourcedump-package-2.zip")[0] == 404
+    assert from_tree(published_dir)(f"{BASE}/resourcedump-package-2.zip")[0] == 404
+
+
+def test_change_dump_packages_left_over_are_served_until_the_dump_drops_them(
+    backend, client, published_dir: Path, tmp_path: Path, monkeypatch, settings
+) -> None:
+    """A full rebuild that needs fewer packages for a window removed the rest before
+    `changedump.xml` was rewritten: a failure in between left it listing URLs that 404."""
+    settings.RESOURCESYNC_DUMP_PACKAGE_BYTES = 4000
+    files = FileSet(tmp_path / "files", publish_resource_dump=False)
+    for n in range(6):  # one instant per post: packages close between instants
+        files.post([files.write(f"r{n}.txt", b"%d" % n * 900)])
+    before = assert_consistent(client, published_dir, "changedump")
+    assert len(before) >= 3
+    settings.RESOURCESYNC_DUMP_PACKAGE_BYTES = 1_000_000  # one package holds the window
+    full_disk_for(monkeypatch, dump_document_name("changedump"))
+
+    with pytest.raises(OSError):
+        regenerate(files.resource_set, full=True)
+
+    assert assert_consistent(client, published_dir, "changedump") == before
+    monkeypatch.undo()
+    regenerate(files.resource_set, full=True)
+    after = assert_consistent(client, published_dir, "changedump")
+    assert len(after) == 1
+    for gone in before - after:
+        assert get(client, f"{BASE}/{gone}")[0] == 404
+        assert from_tree(published_dir)(f"{BASE}/{gone}")[0] == 404
+
+
 def test_a_cleanup_during_a_long_run_keeps_what_the_run_will_switch_to(
     client, published_dir: Path, tmp_path: Path, monkeypatch
 ) -> None:
