@@ -9,9 +9,7 @@ from typing import TYPE_CHECKING
 
 from django.utils import timezone
 
-from sitemaps import publishing
 from sitemaps.models import ChangePackage, DumpDocument, ResourcePackage
-from sitemaps.storage import delete_document
 from sources.models import ResourceSet
 from sources.resource_files import unreadable_reason
 
@@ -66,7 +64,6 @@ def build_dumps(run: RegenerationRun) -> DumpReport | None:
     if capabilities.publish_change_dump:
         _change_dump(job)
     job.switch.apply()
-    _withdraw_stale(job)
     _save_state(job, started, through=job.watermark)
     return job.report
 
@@ -87,13 +84,6 @@ def _change_dump(job: DumpJob) -> None:
         return
     rows = ChangePackage.objects.filter(resource_set=job.resource_set)
     write_change_dump(job, rows if packages is None else packages)
-
-
-def _withdraw_stale(job: DumpJob) -> None:
-    for stale in job.stale_documents:
-        publishing.withdraw(job.resource_set, stale)
-        stale.delete()
-        delete_document(stale.storage_name)
 
 
 def _written(job: DumpJob, kind: str) -> bool:

@@ -145,8 +145,8 @@ def _write(
     dump: Callable[[list, str | None], bytes],
     index: Callable[[list[str]], bytes],
 ) -> None:
-    """Store the dump, or its parts and their index, for the run's switch; the parts no
-    longer needed are withdrawn after it."""
+    """Store the dump, or its parts and their index, for the run's switch, which also
+    withdraws the parts no longer needed."""
     resource_set = job.resource_set
     chunks = _chunks(entries, job.limits.entries)
     contents: dict[int, bytes] = {}
@@ -168,7 +168,8 @@ def _write(
             resource_set=resource_set, kind=kind, number=number
         )
         _store(job, document, content, entries=counts[number])
-    job.stale_documents.extend(existing.values())
+    for surplus in existing.values():
+        job.switch.withdraw(surplus)
 
 
 def _store(job: DumpJob, document: DumpDocument, content: bytes, *, entries: int) -> None:

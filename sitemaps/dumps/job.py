@@ -14,7 +14,7 @@ from django.db.models import QuerySet
 from django.template.defaultfilters import filesizeformat
 from django.utils import timezone
 
-from sitemaps.models import DumpDocument, DumpPackage, DumpState
+from sitemaps.models import DumpPackage, DumpState
 from sitemaps.protocol.records import ChangeRecord, ResourceRecord
 from sitemaps.storage import save_document
 from sources.models import Change
@@ -89,8 +89,6 @@ class DumpJob:
         self.report = DumpReport()
         drop_staged(self.resource_set)
         self.switch = DumpSwitch(self.resource_set, run.lease)
-        #: Parts of a dump index no longer needed, withdrawn after the switch.
-        self.stale_documents: list[DumpDocument] = []
 
     def new_changes(self) -> QuerySet[Change]:
         """Changes the dumps do not reflect yet and the generator can already show."""

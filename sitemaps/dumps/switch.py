@@ -4,9 +4,12 @@ A run stores each new package version beside the served one (content-addressed
 names) and stages it here: the rows, and so the URLs and the published links,
 stay on the previous versions until the end of the run, where `apply` points
 them all at the new ones together with the dump documents, in one transaction.
-A run that fails before that switches nothing: each dump document served lists
-its packages with the length and hashes they are served with. The work is one
-row and one link per package the run wrote, so a run stays O(packages).
+Only then is what the new dumps no longer list withdrawn: packages merged
+away or left over, and the parts of a dump index that shrank. A run that
+fails anywhere before the commit switches nothing: each dump document served
+lists its packages with the length and hashes they are served with, and none
+of them answers 404. The work is one row and one link per package the run
+wrote or removed, so a run stays O(packages).
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ class DumpSwitch:
     packages: dict[int, DumpPackage] = field(default_factory=dict)
     removed: dict[int, DumpPackage] = field(default_factory=dict)
     documents: list[DumpDocument] = field(default_factory=list)
+    surplus: list[DumpDocument] = field(default_factory=list)
     retired: set[str] = field(default_factory=set)
 
     def stage(self, names: list[str]) -> None:
@@ -65,9 +69,15 @@ class DumpSwitch:
         if replaced and replaced != document.storage_name:
             self.retired.add(replaced)
 
+    def withdraw(self, document: DumpDocument) -> None:
+        """A part the dump no longer needs: its row goes at the switch, its link after the
+        dump's is switched."""
+        self.surplus.append(document)
+        self.retired.add(document.storage_name)
+
     def apply(self) -> None:
         """Switch every row and link at once, then retire the versions they replaced."""
-        if not (self.packages or self.removed or self.documents):
+        if not (self.packages or self.removed or self.documents or self.surplus):
             return
         try:
             with self.lease.holding():
@@ -87,11 +97,13 @@ class DumpSwitch:
             package.save()
         for document in self.documents:
             document.save()
+        for document in self.surplus:
+            document.delete()
         StagedVersion.objects.filter(resource_set=self.resource_set).delete()
 
     def _link(self) -> None:
-        """The links follow the rows; a package emptied or removed is unlinked after the
-        dumps drop it."""
+        """The links follow the rows; a package emptied or removed, and a surplus part, are
+        unlinked after the dumps drop them."""
         packages = self.packages.values()
         for package in [package for package in packages if package.storage_name]:
             publishing.publish_package(self.resource_set, package)
@@ -101,6 +113,8 @@ class DumpSwitch:
             publishing.publish_package(self.resource_set, package)
         for package in self.removed.values():
             publishing.withdraw_package(self.resource_set, package)
+        for document in self.surplus:
+            publishing.withdraw(self.resource_set, document)
 
 
 def drop_staged(resource_set: ResourceSet) -> None:

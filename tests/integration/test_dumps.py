@@ -21,6 +21,7 @@ from urllib.parse import urlsplit
 
 import pytest
 from django.core.management import CommandError, call_command
+from django.db import DatabaseError
 from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
@@ -1003,6 +1004,33 @@ def test_change_dump_packages_left_over_are_served_until_the_dump_drops_them(
     for gone in before - after:
         assert get(client, f"{BASE}/{gone}")[0] == 404
         assert from_tree(published_dir)(f"{BASE}/{gone}")[0] == 404
+
+
+@pytest.mark.parametrize("failing", ["link", "row"])
+def test_a_dump_shrinking_to_one_document_serves_no_stale_part(
+    backend, client, published_dir: Path, tmp_path: Path, monkeypatch, failing
+) -> None:
+    """A dump index whose parts are no longer needed was rewritten as a plain dump before
+    the parts were withdrawn: a failure in between left a part served, listing packages
+    merged away, until a later run rewrote the dump again."""
+    files = FileSet(tmp_path / "files", entries_per_document=2, publish_change_dump=False)
+    files.post([files.write(f"r{n}.txt", content(n)) for n in range(6)])  # 3 packages, 2 parts
+    assert etree.fromstring(get(client, f"{BASE}/resourcedump.xml")[1]).tag.endswith("index")
+    if failing == "link":
+        fail_for_dump_documents(monkeypatch, "withdraw")
+    else:
+        fail_on_call(monkeypatch, DumpDocument, "delete", 1, DatabaseError("disk I/O error"))
+
+    with pytest.raises((OSError, DatabaseError)):
+        files.post([files.delete(f"r{n}.txt") for n in range(2, 6)])  # one package left
+
+    assert_consistent(client, published_dir, "resourcedump")
+    monkeypatch.undo()
+    regenerate(files.resource_set)
+    assert assert_consistent(client, published_dir, "resourcedump") == {
+        "resourcedump-package-1.zip"
+    }
+    assert not etree.fromstring(get(client, f"{BASE}/resourcedump.xml")[1]).tag.endswith("index")
 
 
 def test_a_cleanup_during_a_long_run_keeps_what_the_run_will_switch_to(
