@@ -29,7 +29,7 @@ from .packaging import (
     write_package,
 )
 from .storage import open_stored, package_file, store_package
-from .switch import DumpSwitch, drop_staged
+from .switch import DumpSwitch, recover
 
 if TYPE_CHECKING:
     from sitemaps.regeneration import RegenerationRun
@@ -87,7 +87,7 @@ class DumpJob:
         self.compression = settings.RESOURCESYNC_DUMP_COMPRESSION
         self.state, _ = DumpState.objects.get_or_create(resource_set=self.resource_set)
         self.report = DumpReport()
-        drop_staged(self.resource_set)
+        recover(self.resource_set)
         self.switch = DumpSwitch(self.resource_set, run.lease)
 
     def new_changes(self) -> QuerySet[Change]:

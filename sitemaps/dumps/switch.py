@@ -117,9 +117,12 @@ class DumpSwitch:
             publishing.withdraw(self.resource_set, document)
 
 
-def drop_staged(resource_set: ResourceSet) -> None:
-    """Forget what a failed run staged: one run holds the set, so nothing switches to it."""
-    StagedVersion.objects.filter(resource_set=resource_set).delete()
+def recover(resource_set: ResourceSet) -> None:
+    """Forget what a failed run staged (one run holds the set: nothing switches to it), and
+    after one killed while it switched, put the published tree back on the rows."""
+    dropped, _ = StagedVersion.objects.filter(resource_set=resource_set).delete()
+    if dropped:
+        _restore_links(resource_set)
 
 
 def _restore_links(resource_set: ResourceSet) -> None:

@@ -1033,6 +1033,30 @@ def test_a_dump_shrinking_to_one_document_serves_no_stale_part(
     assert not etree.fromstring(get(client, f"{BASE}/resourcedump.xml")[1]).tag.endswith("index")
 
 
+def test_the_run_after_one_killed_while_it_switched_puts_the_tree_back(
+    backend, client, published_dir: Path, tmp_path: Path, monkeypatch
+) -> None:
+    """A run killed inside its switch leaves the rows as they were (the transaction never
+    commits) but some links already moved; the next run, even with nothing to rebuild,
+    puts the published tree back on the rows."""
+    from sitemaps.dumps import switch
+
+    files = FileSet(tmp_path / "files", entries_per_document=3, publish_change_dump=False)
+    files.post([files.write(f"r{n}.txt", content(n)) for n in range(9)])
+    before = assert_consistent(client, published_dir, "resourcedump")
+    fail_for_dump_documents(monkeypatch, "publish")  # the packages are linked by then
+    monkeypatch.setattr(switch, "_restore_links", lambda resource_set: None)  # killed
+
+    with pytest.raises(OSError):
+        regenerate(files.resource_set, full=True)
+
+    with pytest.raises(AssertionError, match="served otherwise than listed"):
+        assert_served_as_listed(from_tree(published_dir), "resourcedump")
+    monkeypatch.undo()
+    regenerate(files.resource_set)
+    assert assert_consistent(client, published_dir, "resourcedump") == before
+
+
 def test_a_cleanup_during_a_long_run_keeps_what_the_run_will_switch_to(
     client, published_dir: Path, tmp_path: Path, monkeypatch
 ) -> None:
