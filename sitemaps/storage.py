@@ -17,6 +17,7 @@ import os
 import tempfile
 import uuid
 import zlib
+from collections.abc import Iterable
 from contextlib import ExitStack
 from pathlib import Path
 from types import TracebackType
@@ -293,6 +294,22 @@ def _touch(storage: Storage, name: str) -> None:
     """Mark a reused local file as just written, so cleanup leaves it for the grace period."""
     if isinstance(storage, FileSystemStorage):
         os.utime(storage.path(name))
+
+
+def retire_documents(names: Iterable[str]) -> None:
+    """Retire many superseded versions in one statement, in the caller's transaction.
+
+    For a switch that replaces many at once (`sitemaps.dumps.switch`): each
+    `delete_document` is a read, then a write, which on SQLite fails at once
+    when another connection (the run's heartbeat) wrote in between.
+    """
+    now = timezone.now()
+    RetiredDocument.objects.bulk_create(
+        [RetiredDocument(name=name, retired_at=now) for name in sorted(set(names)) if name],
+        update_conflicts=True,
+        unique_fields=["name"],
+        update_fields=["retired_at"],
+    )
 
 
 def delete_document(name: str) -> None:

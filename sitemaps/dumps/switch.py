@@ -19,9 +19,10 @@ from collections.abc import Set
 from dataclasses import dataclass, field
 
 from sitemaps import publishing
+from sitemaps.cleanup import expire_retired_when_due
 from sitemaps.lease import Lease
 from sitemaps.models import DumpDocument, DumpPackage, StagedVersion
-from sitemaps.storage import delete_document
+from sitemaps.storage import retire_documents
 from sources.models import ResourceSet
 
 logger = logging.getLogger(__name__)
@@ -76,7 +77,7 @@ class DumpSwitch:
         self.retired.add(document.storage_name)
 
     def apply(self) -> None:
-        """Switch every row and link at once, then retire the versions they replaced."""
+        """Switch every row and link at once, retiring the versions they replaced."""
         if not (self.packages or self.removed or self.documents or self.surplus):
             return
         try:
@@ -86,8 +87,7 @@ class DumpSwitch:
         except BaseException:
             _restore_links(self.resource_set)
             raise
-        for name in sorted(self.retired):
-            delete_document(name)
+        expire_retired_when_due()
 
     def _save_rows(self) -> None:
         # Rows that go first: a package merged away leaves its range start to the next one.
@@ -100,6 +100,7 @@ class DumpSwitch:
         for document in self.surplus:
             document.delete()
         StagedVersion.objects.filter(resource_set=self.resource_set).delete()
+        retire_documents(self.retired)
 
     def _link(self) -> None:
         """The links follow the rows; a package emptied or removed, and a surplus part, are
