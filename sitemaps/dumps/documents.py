@@ -2,7 +2,8 @@
 
 They list every package with its length, hashes and a `contents` link to
 the served copy of its manifest, and are rewritten whole whenever a package
-changes (they hold one entry per package, so they stay small).
+changes (they hold one entry per package, so they stay small), once per run:
+the run's switch (`switch`) serves them with the packages they describe.
 """
 
 from __future__ import annotations
