@@ -208,9 +208,15 @@ class DumpPackage(StoredDocument):
     skipped = models.JSONField(
         default=list,
         blank=True,
-        help_text="Resources it could not package: [{uri, reason}], at most a few hundred.",
+        help_text="Resources it could not package, their files out of step with their "
+        "latest records: [{uri, reason}], at most a few hundred.",
     )
     skipped_count = models.PositiveIntegerField(default=0)
+    superseded_count = models.PositiveIntegerField(
+        default=0,
+        help_text="Change Dump: earlier versions whose files later changes had replaced or "
+        "deleted before a package took them (not in `skipped`: nothing to mend).",
+    )
 
     class Meta:
         abstract = True

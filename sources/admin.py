@@ -24,6 +24,24 @@ from sitemaps.selectors import annotated, with_regeneration_status
 from .generators import BaseGenerator, get_generator
 from .models import ApiToken, CapabilitySettings, Change, DataProvider, Resource, ResourceSet
 
+#: What the set page's dump counts mean, and when they matter.
+NOT_PACKAGED = (
+    "(each file differs from its resource's latest record, or is gone: post the change "
+    "that explains it, or restore the file; the dumps lack it until then)"
+)
+SUPERSEDED = (
+    "(later changes replaced or deleted their files before a package took them, as when "
+    "the Change Dump is turned on for a set with history; each resource's later change "
+    "says what it is now, so this matters only to a destination that wants every version)"
+)
+
+
+def superseded_text(count: int) -> str:
+    """The Change Dump's lost earlier versions, apart from the faults: none to mend."""
+    if not count:
+        return ""
+    return format_html("Earlier versions not in the Change Dump: {} {}", count, SUPERSEDED)
+
 
 def mirror_in_use() -> bool:
     """Whether the generator keeps a copy to index into (Elasticsearch): only then is
@@ -170,12 +188,14 @@ class ResourceSetAdmin(ResourceSetPage, admin.ModelAdmin):
             ((item["package"], item["uri"], item["reason"]) for item in status.skipped),
         )
         return format_html(
-            "Last dump run: {}<br>Packages ({} bytes): {}<br>Not packaged now: {}<ul>{}</ul>",
+            "Last dump run: {}<br>Packages ({} bytes): {}<br>Not packaged now: {} {}<ul>{}</ul>{}",
             last,
             status.total_bytes,
             packages or "none",
             status.skipped_count,
+            NOT_PACKAGED if status.skipped_count else "",
             skipped,
+            superseded_text(status.superseded_count),
         )
 
     def save_related(self, request, form, formsets, change) -> None:

@@ -17,7 +17,7 @@ from django.utils import timezone
 from sitemaps.models import DumpPackage, DumpState
 from sitemaps.protocol.records import ChangeRecord, ResourceRecord
 from sitemaps.storage import save_document
-from sources.models import Change
+from sources.models import Change, Resource, ResourceSet
 
 from .packaging import (
     BitstreamChanged,
@@ -40,6 +40,8 @@ logger = logging.getLogger(__name__)
 SKIPPED_KEPT = 200
 #: Attempts at a package whose large files keep changing under the copy.
 ATTEMPTS = 3
+#: Resources looked up per query (SQLite takes a few thousand parameters at most).
+LOOKUP_BATCH = 500
 
 
 def readable_size(size: int) -> str:
@@ -56,14 +58,22 @@ class DumpReport:
     #: Bitstreams copied from a package's previous version, by package written.
     reused: dict[str, int] = field(default_factory=dict)
     skipped: list[Skipped] = field(default_factory=list)
+    #: Change Dump versions left out because later changes had replaced their files.
+    superseded: int = 0
     problem: str = ""
 
     def __str__(self) -> str:
         if self.problem:
             return f"dumps not built: {self.problem}"
+        superseded = (
+            f", {self.superseded} earlier version(s) replaced before the Change Dump took them"
+            if self.superseded
+            else ""
+        )
         return (
             f"wrote {len(self.packages_written)} dump package(s) "
             f"({readable_size(self.bytes_written)}), {len(self.skipped)} resource(s) not packaged"
+            f"{superseded}"
         )
 
 
@@ -127,7 +137,7 @@ class DumpJob:
             written = self._write_attempts(handle, items, build_manifest, list(reuse))
             if not written.packaged:
                 self.write_empty(package, skipped=written.skipped)
-                self.report_skipped(written.skipped)
+                self.progress()
                 return written
             stored = store_package(handle, self.directory, package.public_name)
         manifest_name, manifest_etag = save_document(
@@ -140,8 +150,7 @@ class DumpJob:
         package.manifest_name, package.manifest_etag = manifest_name, manifest_etag
         package.manifest_size = len(written.manifest)
         package.entries, package.generated_at = written.bitstreams, timezone.now()
-        package.skipped = [vars_of(s) for s in written.skipped[:SKIPPED_KEPT]]
-        package.skipped_count = len(written.skipped)
+        self.note_left_out(package, written.skipped)
         self.switch.save(package, replaced=replaced)
         self.record(package, stored.size, written)
         return written
@@ -151,12 +160,11 @@ class DumpJob:
         Sitemap): the row keeps its range, the dump does not list it. `skipped`: what it
         could not hold (every item left out), which the set's page still shows."""
         replaced = {package.storage_name, package.manifest_name}
-        skipped = skipped or []
         package.storage_name = package.etag = package.md5 = package.sha256 = ""
         package.manifest_name = package.manifest_etag = ""
         package.size = package.manifest_size = package.entries = 0
-        package.skipped = [vars_of(s) for s in skipped[:SKIPPED_KEPT]]
-        package.skipped_count, package.generated_at = len(skipped), timezone.now()
+        package.generated_at = timezone.now()
+        self.note_left_out(package, skipped or [])
         self.switch.save(package, replaced=replaced)
 
     def _write_attempts(
@@ -190,18 +198,57 @@ class DumpJob:
         self.report.packages_written.append(package.public_name)
         self.report.bytes_written += size
         self.report.reused[package.public_name] = written.reused
-        self.report_skipped(written.skipped)
-
-    def report_skipped(self, skipped: list[Skipped]) -> None:
-        self.report.skipped.extend(skipped)
-        for one in skipped[:10]:
-            logger.warning("%s: %s not packaged: %s", self.resource_set, one.uri, one.reason)
         self.progress()
+
+    def note_left_out(self, package: DumpPackage, skipped: list[Skipped]) -> None:
+        """Keep on the package (and report) what it could not hold: faults apart from
+        earlier versions that later changes replaced, which need no mending."""
+        gone = superseded_versions(self.resource_set, skipped)
+        faults = [one for one in skipped if not _change_in(one, gone)]
+        package.skipped = [vars_of(s) for s in faults[:SKIPPED_KEPT]]
+        package.skipped_count = len(faults)
+        package.superseded_count = len(skipped) - len(faults)
+        self.report.skipped.extend(faults)
+        self.report.superseded += package.superseded_count
+        for one in faults[:10]:
+            logger.warning("%s: %s not packaged: %s", self.resource_set, one.uri, one.reason)
 
     def remove(self, package: DumpPackage) -> None:
         """A package that is no longer needed: its row goes at the switch, its links after
         the dumps that listed it, its files are retired."""
         self.switch.remove(package)
+
+
+def superseded_versions(resource_set: ResourceSet, skipped: list[Skipped]) -> set[int]:
+    """Keys of the skipped changes whose resource has changed again since (its row gone,
+    or holding other bytes): a later change overwrote or deleted their file before any
+    package took it, and that change, not this one, says what the resource is now. Such
+    a version is lost to the Change Dump for good, and it matters only to a destination
+    that wants every version; a change whose resource still holds it is a file out of
+    step with its latest record, a fault."""
+    changes = [one.record for one in skipped if isinstance(one.record, ChangeRecord)]
+    keys = sorted({change.resource_key for change in changes})
+    now: dict[int, tuple[int | None, str, str]] = {}
+    for start in range(0, len(keys), LOOKUP_BATCH):
+        rows = Resource.objects.filter(
+            resource_set=resource_set, pk__in=keys[start : start + LOOKUP_BATCH]
+        ).values_list("pk", "length", "md5", "sha256")
+        now.update((pk, _bytes_of(length, md5, sha256)) for pk, length, md5, sha256 in rows)
+    return {
+        change.key
+        for change in changes
+        if now.get(change.resource_key) != _bytes_of(change.length, change.md5, change.sha256)
+    }
+
+
+def _bytes_of(
+    length: int | None, md5: str | None, sha256: str | None
+) -> tuple[int | None, str, str]:
+    return length, (md5 or "").lower(), (sha256 or "").lower()
+
+
+def _change_in(skipped: Skipped, keys: set[int]) -> bool:
+    return isinstance(skipped.record, ChangeRecord) and skipped.record.key in keys
 
 
 def vars_of(skipped: Skipped) -> dict[str, str]:

@@ -71,6 +71,8 @@ class Skipped:
 
     uri: str
     reason: str
+    #: The record left out: whether a later change explains it is the caller's to ask.
+    record: Record | None = field(default=None, compare=False)
 
 
 @dataclass
@@ -319,7 +321,7 @@ def write_package(
                 written.packaged.append(item)
                 seen.add(item.path)
             else:
-                written.skipped.append(Skipped(item.record.uri, reason))
+                written.skipped.append(Skipped(item.record.uri, reason, item.record))
         if not written.packaged:
             return written  # a manifest without <url> is no valid Sitemap: no package
         written.manifest = build_manifest(written.packaged)

@@ -17,6 +17,8 @@ class DumpStatus:
     state: DumpState | None = None
     skipped: list[dict[str, str]] = field(default_factory=list)
     skipped_count: int = 0
+    #: Change Dump versions whose files later changes replaced first: no fault (see job.py).
+    superseded_count: int = 0
 
     @property
     def total_bytes(self) -> int:
@@ -25,7 +27,15 @@ class DumpStatus:
 
 def dump_status(resource_set: ResourceSet, *, shown: int = 20) -> DumpStatus:
     """What the set's dumps hold now; `shown` skipped resources at most are listed."""
-    columns = ("number", "size", "entries", "skipped", "skipped_count", "storage_name")
+    columns = (
+        "number",
+        "size",
+        "entries",
+        "skipped",
+        "skipped_count",
+        "superseded_count",
+        "storage_name",
+    )
     status = DumpStatus(
         resource_packages=list(
             ResourcePackage.objects.filter(resource_set=resource_set).only(*columns)
@@ -37,6 +47,7 @@ def dump_status(resource_set: ResourceSet, *, shown: int = 20) -> DumpStatus:
     )
     for package in [*status.resource_packages, *status.change_packages]:
         status.skipped_count += package.skipped_count
+        status.superseded_count += package.superseded_count
         room = max(shown - len(status.skipped), 0)
         status.skipped.extend(
             {**item, "package": package.public_name} for item in package.skipped[:room]

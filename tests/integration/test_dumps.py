@@ -562,6 +562,33 @@ def test_the_set_page_shows_packages_and_what_could_not_be_packaged(admin_client
     assert "Last dump run: " in html and "2 not packaged" in html
 
 
+def test_versions_replaced_before_the_change_dump_took_them_are_no_fault_to_mend(
+    admin_client, tmp_path
+):
+    """The demo's case: a Change Dump turned on for a set with history finds the bytes of
+    every version but the last replaced or deleted. The set's page tells those apart from
+    a file out of step with its latest record, which still needs mending."""
+    files = FileSet(tmp_path / "files", publish_resource_dump=False, publish_change_dump=False)
+    files.post([files.write(f"r{n}.txt", content(n)) for n in range(3)])
+    files.post([files.write("r0.txt", content(0, 2), change="updated"), files.delete("r1.txt")])
+    (files.root / "r2.txt").write_bytes(b"changed, and no event posted\n")
+    CapabilitySettings.objects.filter(resource_set=files.resource_set).update(
+        publish_change_dump=True
+    )
+    report = regenerate(ResourceSet.objects.get(pk=files.resource_set.pk))
+    assert "1 resource(s) not packaged, 2 earlier version(s)" in str(report.dumps)
+
+    page = admin_client.get(
+        reverse("admin:sources_resourceset_change", args=[files.resource_set.pk])
+    )
+    html = page.content.decode()
+    assert "Not packaged now: 1 " in html
+    assert f"{PREFIX}r2.txt: its file has 29 bytes" in html
+    assert f"{PREFIX}r0.txt" not in html and f"{PREFIX}r1.txt" not in html
+    assert "Earlier versions not in the Change Dump: 2 " in html
+    assert "2 not packaged" not in html  # the last run's count is the faults' alone
+
+
 def test_many_packages_make_a_resource_dump_index(client, settings, tmp_path: Path) -> None:
     files = FileSet(tmp_path / "files", entries_per_document=2)
     files.post([files.write(f"r{n}.txt", content(n)) for n in range(5)])  # 3 packages, 2 a dump
@@ -719,7 +746,8 @@ def test_a_window_of_changes_none_packaged_gets_no_package(
 ) -> None:
     """One request updates a file 20 times: only the last version's bytes are still on
     disk. The packages of the earlier versions would hold nothing: there are none, no
-    empty manifest (no valid Sitemap has no <url>); their changes are reported."""
+    empty manifest (no valid Sitemap has no <url>); their versions are counted as
+    replaced by later changes, not as faults."""
     files = FileSet(tmp_path / "files", entries_per_document=5)
     versions = [files.write("r0.txt", content(0, version=1))]
     versions += [files.write("r0.txt", content(0, v), change="updated") for v in range(2, 21)]
@@ -728,7 +756,7 @@ def test_a_window_of_changes_none_packaged_gets_no_package(
 
     for manifest in every_manifest_written(published_dir):
         assert_valid(manifest)
-    assert len(report.dumps.skipped) == 19
+    assert (report.dumps.skipped, report.dumps.superseded) == ([], 19)
     body = get(client, f"{BASE}/changedump.xml")[1]
     assert_valid(body)
     (entry,) = entries(body)  # the package of version 20
@@ -736,7 +764,7 @@ def test_a_window_of_changes_none_packaged_gets_no_package(
         content(0, version=20)
     ]
     empty = ChangePackage.objects.filter(storage_name="")
-    assert empty.count() == 3 and sum(p.skipped_count for p in empty) == 15
+    assert empty.count() == 3 and sum(p.superseded_count for p in empty) == 15
     for package in empty:
         assert client.get(f"{BASE}/changedump-manifest-{package.number}.xml").status_code == 404
         assert client.get(f"{BASE}/changedump-package-{package.number}.zip").status_code == 404
