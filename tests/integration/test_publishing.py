@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import gzip
 import os
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import timedelta
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -300,24 +303,84 @@ def test_links_follow_the_rows_when_a_write_rolls_back(client, published_dir, mo
         assert link.read_bytes() == served(client, url, **gzipped), name
 
 
-def _merged_page(resource_set, published_dir):
+FILES = "/resourcesync/acme/files"
+
+
+@dataclass
+class Going:
+    """Documents a run removes (under `base`), the run, where it pauses (`pause(monkeypatch,
+    paused)`), and the rows (`publishing._documents` or `_packages`) a rebuild reads then."""
+
+    base: str
+    names: list[str]
+    run: Callable[[], object]
+    pause: Callable[[pytest.MonkeyPatch, Callable[[], None]], None]
+    rows: str = "_documents"
+
+
+def _merged_page(published_dir, tmp_path):
     """Page 2 emptied: a run merges it away (RegenerationRun.merge_page)."""
     from sitemaps.regeneration import RegenerationRun
 
+    resource_set = make_set(entries_per_document=2)
     created(resource_set, 6)
-    return RegenerationRun, "merge_page", "resourcelist-2.xml", ["r/0000002", "r/0000003"]
+    run = partial(ingest, resource_set, [event("deleted", f"r/000000{n}") for n in (2, 3)])
+    return Going(BASE, ["resourcelist-2.xml"], run, _before(RegenerationRun, "merge_page"))
 
 
-def _archive_given_up(resource_set, published_dir):
+def _archive_given_up(published_dir, tmp_path):
     """Lists no longer archived: a run removes the archive (change_list_archive.remove_archive)."""
     from sitemaps import change_list_archive
     from sources.models import CapabilitySettings
 
-    CapabilitySettings.objects.filter(resource_set=resource_set).update(changelist_keep=1)
+    resource_set = make_set(entries_per_document=2, changelist_keep=1)
     created(resource_set, 7)
     assert "changelist-archive.xml" in tree(published_dir)
     CapabilitySettings.objects.filter(resource_set=resource_set).update(changelist_keep=None)
-    return change_list_archive, "remove_archive", "changelist-archive.xml", ["r/0000000"]
+    run = partial(ingest, resource_set, [event("deleted", "r/0000000")])
+    pause = _before(change_list_archive, "remove_archive")
+    return Going(BASE, ["changelist-archive.xml"], run, pause)
+
+
+def _dump_shrunk(tmp_path):
+    """Five files in three Resource Dump packages, two to a dump part; then two of them
+    deleted: package 2 is emptied and the dump fits one document."""
+    from .test_dumps import FileSet, content
+
+    files = FileSet(tmp_path / "files", entries_per_document=2)
+    files.post([files.write(f"r{n}.txt", content(n)) for n in range(5)])
+    return partial(files.post, [files.delete("r2.txt"), files.delete("r3.txt")])
+
+
+def _dump_package_merged(published_dir, tmp_path):
+    """A run merges package 2 away (ResourceDump.merge, DumpJob.remove)."""
+    from sitemaps.dumps.job import DumpJob
+
+    names = ["resourcedump-package-2.zip", "resourcedump-manifest-2.xml"]
+    pause = _before(DumpJob, "remove")
+    return Going(FILES, names, _dump_shrunk(tmp_path), pause, rows="_packages")
+
+
+def _dump_parts_gone(published_dir, tmp_path):
+    """A run writes the one dump document and drops the parts (sitemaps.dumps.switch)."""
+    from sitemaps.dumps.switch import DumpSwitch
+
+    names = ["resourcedump-1.xml", "resourcedump-2.xml"]
+    return Going(FILES, names, _dump_shrunk(tmp_path), _before(DumpSwitch, "apply"))
+
+
+def _before(owner, step):
+    """Pause a run as it comes to `owner.step`."""
+    remove = getattr(owner, step)
+
+    def pause(monkeypatch, paused):
+        def wait_then_remove(*args):
+            paused()
+            return remove(*args)
+
+        monkeypatch.setattr(owner, step, wait_then_remove)
+
+    return pause
 
 
 @pytest.mark.django_db(transaction=True)
@@ -325,54 +388,50 @@ def _archive_given_up(resource_set, published_dir):
     connection.vendor == "sqlite",
     reason="SQLite's in-memory test database: one writer, and threads cannot wait on it",
 )
-@pytest.mark.parametrize("going", [_merged_page, _archive_given_up])
+@pytest.mark.parametrize(
+    "going", [_merged_page, _archive_given_up, _dump_package_merged, _dump_parts_gone]
+)
 def test_a_tree_rebuild_during_a_run_leaves_no_link_to_a_document_gone(
-    client, published_dir, monkeypatch, going
+    client, published_dir, tmp_path, monkeypatch, going
 ):
     """A rebuild read the rows while a run removed a document (a page merged away, the
-    archive given up): the run removed its links and its row outside the set's state
-    lock, and the rebuild linked it again. The tree sent a document no index listed,
-    then a link to nothing."""
+    archive given up, a dump package merged away, dump parts no longer needed): the run
+    removed its links and its row outside the set's state lock, and the rebuild linked it
+    again. The tree sent a document no index listed, then a link to nothing."""
     import threading
 
     from sitemaps import publishing
 
-    resource_set = make_set(entries_per_document=2)
-    owner, step, name, deleted = going(resource_set, published_dir)
+    case = going(published_dir, tmp_path)
+    folder = case.base.removeprefix("/resourcesync/")
+    assert all(name in tree(published_dir, folder) for name in case.names)
     at_step, step_go = threading.Event(), threading.Event()
     read, go = threading.Event(), threading.Event()
-    documents, remove = publishing._documents, getattr(owner, step)
+    rows = getattr(publishing, case.rows)
 
     def read_then_wait(rows_of):
-        rows = documents(rows_of)
+        found = rows(rows_of)
         read.set()
         go.wait(10)
-        return rows
+        return found
 
-    def wait_then_remove(*args):
+    def paused() -> None:
         at_step.set()
         step_go.wait(10)
-        return remove(*args)
 
-    monkeypatch.setattr(publishing, "_documents", read_then_wait)
-    monkeypatch.setattr(owner, step, wait_then_remove)
+    monkeypatch.setattr(publishing, case.rows, read_then_wait)
+    case.pause(monkeypatch, paused)
 
-    def rebuild() -> None:
+    def in_thread(work) -> None:
         try:
-            publishing.rebuild()
+            work()
         finally:
             connection.close()
 
-    def run() -> None:
-        try:
-            ingest(resource_set, [event("deleted", uri) for uri in deleted])
-        finally:
-            connection.close()
-
-    running = threading.Thread(target=run)
+    running = threading.Thread(target=in_thread, args=(case.run,))
     running.start()
     assert at_step.wait(10)
-    rebuilding = threading.Thread(target=rebuild)
+    rebuilding = threading.Thread(target=in_thread, args=(publishing.rebuild,))
     rebuilding.start()
     assert read.wait(10)
     step_go.set()
@@ -381,7 +440,45 @@ def test_a_tree_rebuild_during_a_run_leaves_no_link_to_a_document_gone(
     rebuilding.join(20)
     running.join(20)
 
-    links = tree(published_dir)
-    assert name not in links
-    assert name + ".gz" not in links
-    assert client.get(f"{BASE}/{name}").status_code == 404
+    links = tree(published_dir, folder)
+    for name in case.names:
+        assert name not in links
+        assert name + ".gz" not in links
+        assert client.get(f"{case.base}/{name}").status_code == 404
+
+
+@pytest.mark.parametrize("written", ["package", "dump document"])
+def test_dump_links_follow_the_rows_when_a_write_rolls_back(
+    client, published_dir, tmp_path, monkeypatch, written
+):
+    """A dump package's (or dump document's) row rolled back after its links were switched,
+    the commit refused: nginx sent the new version while Django sent the row's."""
+    from django.db import DatabaseError
+
+    from sitemaps import publishing
+
+    from .test_dumps import FileSet, content
+
+    files = FileSet(tmp_path / "files", entries_per_document=2)
+    files.post([files.write(f"r{n}.txt", content(n)) for n in range(5)])
+    failing = "resourcedump-package-2.zip" if written == "package" else "resourcedump-2.xml"
+    publish, publish_package = publishing.publish, publishing.publish_package
+
+    def refused_after_linking(publish_one, resource_set, item) -> None:
+        publish_one(resource_set, item)
+        if item.public_name == failing:
+            raise DatabaseError("database or disk is full")
+
+    monkeypatch.setattr(publishing, "publish", partial(refused_after_linking, publish))
+    monkeypatch.setattr(
+        publishing, "publish_package", partial(refused_after_linking, publish_package)
+    )
+    with pytest.raises(DatabaseError, match="disk is full"):
+        files.post([files.write("r3.txt", content(3, version=2))])
+
+    links = tree(published_dir, "acme/files")
+    assert "resourcedump-package-1.zip" in links, "packages written before stay linked"
+    for name, link in links.items():
+        url = f"/resourcesync/acme/files/{name.removeprefix('final/').removesuffix('.gz')}"
+        gzipped = {"accept-encoding": "gzip"} if name.endswith(".gz") else {}
+        assert link.read_bytes() == served(client, url, **gzipped), name
