@@ -99,8 +99,8 @@ def incremental_from_dump(
     """Extract created/updated bitstreams from the Change Dump's packages, remove deleted ones;
     what a package or member fails to give, the Change List (`listing`) gives if it can."""
     unread: dict[str, Outcome] = {}
-    documents, intervals = _read_dump(session, url, listing, range_from, range_until, unread)
-    intervals |= {
+    documents, aside = _read_dump(session, url, listing, range_from, range_until, unread)
+    packages = {
         entry.loc: entry
         for document in documents
         for entry in document.entries
@@ -109,13 +109,13 @@ def incremental_from_dump(
     unextracted: dict[str, Outcome] = {}
     with work_directory(session) as work:
         kind = Capability.CHANGE_DUMP_MANIFEST
-        manifests = read_packages(session, list(intervals.values()), work, unread, kind)
+        manifests = read_packages(session, list(packages.values()), work, unread, kind)
         packed = _changes_of(manifests)
         _extract(session, latest_changes(packed, range_from, range_until), unextracted)
     # The list is read once, after every failure is known; a package's change a later one
     # in a failed package's interval supersedes was extracted in vain, and is overwritten.
     stand_in = ChangeListStandIn(session, listing, range_from, range_until)
-    selected = stand_in.make_up(packed, intervals, unread, unextracted)
+    selected = stand_in.make_up(packed, aside | packages, unread, unextracted)
     listed = [c for c in selected if _brings_bytes(c) and not isinstance(c.origin, Package)]
     download_resources(session, [c.entry for c in listed])
     delete_resources(session, [c.uri for c in selected if c.kind == ChangeType.DELETED])

@@ -1010,6 +1010,24 @@ def test_an_unreadable_change_dump_document_is_made_up_for_by_the_change_list(
     assert (report.ok, state.synced_until) == (True, utc("2024-01-03T05:00:00Z"))
 
 
+def test_an_unreadable_change_dump_part_is_asked_for_once_and_its_fault_named(
+    source: Source, destination: Path
+) -> None:
+    """A Change Dump part set aside was downloaded again as a package: the source was asked
+    twice for a document it could not serve, and the warning blamed a ZIP for bad XML."""
+    serve_a_change_dump_with_a_broken_package(source, destination, None, True, index="part")
+    source.put("changedump1.xml", b"<not xml")
+
+    report = run_harvest(make_config(source, destination), Mode.INCREMENTAL, now=NOW)
+
+    assert source.requested("changedump1.xml") == ["/changedump1.xml"]
+    [warning] = report.warnings
+    assert warning.startswith(
+        f"{source.url('changedump1.xml')}: not taken from the Change Dump (not well-formed XML"
+    )
+    assert report.ok
+
+
 def test_an_unreadable_change_dump_part_nothing_makes_up_for_stays_a_failure(
     source: Source, destination: Path
 ) -> None:
