@@ -22,7 +22,7 @@ so the sync point stays and the next run looks again.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -378,8 +378,9 @@ def _read_dump(
             raise
         aside[url] = Outcome(url, Action.FAILED, reason=str(error.__cause__ or error))
         return [], {url: ParsedEntry(loc=url)}  # no interval of its own: the whole range
-    _warn_on_gap(session, documents, range_from)
-    return documents, {loc: parts[loc] for loc in unread}
+    aside_parts = {loc: parts[loc] for loc in unread}
+    _warn_on_gap(session, [*documents, *aside_parts.values()], range_from)
+    return documents, aside_parts
 
 
 def _documents_in_range(
@@ -412,9 +413,10 @@ def _entries(documents: Iterable[Document]) -> Iterable[tuple[Document, ParsedEn
 
 
 def _warn_on_gap(
-    session: HarvestSession, documents: list[Document], range_from: dt.datetime
+    session: HarvestSession, documents: Sequence[Document | ParsedEntry], range_from: dt.datetime
 ) -> None:
-    """The source only vouches for changes since its documents' `from` (spec §4)."""
+    """The source only vouches for changes since its documents' `from` (spec §4); a part set
+    aside does by its index entry (the Change List stands in for it, or it fails)."""
     starts = [document.from_ for document in documents if document.from_ is not None]
     covered_from = min(starts) if starts else None
     if covered_from is None:

@@ -967,9 +967,17 @@ def test_a_failed_change_dump_package_is_made_up_for_by_the_change_list(
     assert (report.ok, state.synced_until) == (True, utc("2024-01-03T05:00:00Z"))
 
 
+#: Which document of a Change Dump index answers 404, by what `change_dump_index` breaks.
+UNREADABLE_CHANGE_DUMP = {
+    "top": "changedump.xml",
+    "part": "changedump1.xml",
+    "first part": "changedump0.xml",
+}
+
+
 def change_dump_index(source: Source, packages: list[Resource], broken: str) -> str:
     """A Change Dump index of a part a package, each part's interval its package's;
-    `broken` (the top document, or the second part) answers 404."""
+    `broken` (the top document, the second part or the first) answers 404."""
     index = ListBase(capability_name="changedump")
     index.sitemapindex = True
     index.md_from = AT
@@ -981,29 +989,31 @@ def change_dump_index(source: Source, packages: list[Resource], broken: str) -> 
         part = source.publish(f"changedump{number}.xml", dump.as_xml())
         index.add(Resource(uri=part, md_from=package.md_from, md_until=package.md_until))
     url = source.publish("changedump.xml", index.as_xml())
-    (source.root / ("changedump.xml" if broken == "top" else "changedump1.xml")).unlink()
+    (source.root / UNREADABLE_CHANGE_DUMP[broken]).unlink()
     return url
 
 
-@pytest.mark.parametrize("broken", ["top", "part"])
+@pytest.mark.parametrize("broken", UNREADABLE_CHANGE_DUMP)
 def test_an_unreadable_change_dump_document_is_made_up_for_by_the_change_list(
     source: Source, destination: Path, broken: str
 ) -> None:
     """A Change Dump, or the part of its index holding a package, that could not be read
     failed the run (the top: stopped it) though the Change List held the same changes:
-    the sync point never moved, and every later run failed alike."""
+    the sync point never moved, and every later run failed alike. (The first part: the
+    run also said changes before the second may be missed, and to run a baseline.)"""
     serve_a_change_dump_with_a_broken_package(source, destination, None, True, index=broken)
 
     report = run_harvest(make_config(source, destination), Mode.INCREMENTAL, now=NOW)
 
     assert (report.downloaded, report.deleted, report.failures) == (3, 1, [])
-    fetched = ["/a"] if broken == "part" else ["/a", "/c", "/d"]  # else c, d from packages
+    # What the list stood in for: a in cd2 (part 1), c in cd1 (part 0), all for the top.
+    fetched = {"top": ["/a", "/c", "/d"], "part": ["/a"], "first part": ["/c"]}[broken]
     assert sorted(p for p in source.requests if p in ("/a", "/c", "/d")) == fetched
     for path, content in {"a": b"a v2", "c": b"c v2", "d": b"d v3"}.items():
         assert copy_of(source, destination, path).read_bytes() == content
     assert not copy_of(source, destination, "b").exists()
     [warning] = report.warnings
-    unread = source.url("changedump.xml" if broken == "top" else "changedump1.xml")
+    unread = source.url(UNREADABLE_CHANGE_DUMP[broken])
     assert warning.startswith(f"{unread}: not taken from the Change Dump (")
     assert warning.endswith("; its changes were taken from the Change List")
     state = load_state(destination, source.url("capabilitylist.xml"))
