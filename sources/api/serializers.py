@@ -56,7 +56,8 @@ class EventSerializer(serializers.Serializer):
     datetime = serializers.DateTimeField(
         required=False,
         help_text="ISO 8601 with a time zone: when the change happened. Default: time of "
-        "receipt. Must not be earlier than the start of the set's open change list.",
+        "receipt. Must not be earlier than the start of the set's open change list, nor "
+        "than 1970.",
     )
     id = serializers.CharField(
         required=False,

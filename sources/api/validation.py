@@ -43,6 +43,9 @@ MAX_LINKS = 100
 #: As long as a URI may be (a `<loc>`): the mirror indexes a relation as one keyword,
 #: and Lucene refuses a term over 32,766 bytes, and with it the change's document.
 MAX_REL_LENGTH = 2048
+#: A change's `datetime` orders and selects the Change Lists, in the mirror too, whose
+#: `date_nanos` holds no earlier instant: Elasticsearch refused such a change for good.
+EARLIEST_DATETIME = datetime(1970, 1, 1, tzinfo=UTC)
 
 _md5 = re.compile(r"[0-9a-fA-F]{32}").fullmatch
 #: A registered relation name, as the schema's `relType` spells one (or else a URI).
@@ -186,6 +189,8 @@ class EventValidator:
 
     def _datetime(self, value: object) -> datetime:
         moment = _timestamp(value, "datetime")
+        if moment < EARLIEST_DATETIME:
+            raise _Invalid("datetime", "must not be before 1970-01-01T00:00:00Z.")
         if moment > self.latest:
             raise _Invalid(
                 "datetime",

@@ -86,7 +86,7 @@ Semantics, applied in request order:
   latest change (from an earlier request) is dated at its receipt, where a destination
   resuming from the newest datetime it read still finds it. Within one request, an
   event dated before an earlier event of its location is refused.
-- `lastmod` and `datetime` must lie within the years 1 to 9999 in UTC.
+- `lastmod` must lie within the years 1 to 9999 in UTC, `datetime` from 1970 on.
 - Locations, links, media types and ids must not contain characters that
   XML 1.0 forbids (control characters, lone surrogates, U+FFFE, U+FFFF); a
   link's `rel` must be printable, at most 2,048 characters.

@@ -1176,3 +1176,13 @@ def test_indices_made_before_take_any_lastmod_once_a_process_starts(use_elastics
     )
 
     assert not Change.objects.filter(indexed=False).exists()
+
+
+def test_the_earliest_datetime_the_api_takes_is_mirrored(use_elasticsearch):
+    """A change's `datetime` orders and selects the Change Lists, so it cannot be kept
+    unsearchable as `lastmod` is: the API takes none `date_nanos` cannot hold."""
+    from sources.api.validation import EARLIEST_DATETIME
+
+    ingest(make_set(), [event("created", "epoch", datetime=EARLIEST_DATETIME)])
+
+    assert list(Change.objects.values_list("datetime", "indexed")) == [(EARLIEST_DATETIME, True)]
