@@ -24,7 +24,7 @@ class LocationSerializer(serializers.Serializer):
         help_text="`url`: used as is (http or https). `abs_path`: a file inside the set's "
         "resource_root_dir. `rel_path`: relative to the set's url_prefix.",
     )
-    value = serializers.CharField()
+    value = serializers.CharField(max_length=4096)
 
 
 class LinkSerializer(serializers.Serializer):

@@ -43,6 +43,10 @@ MAX_LINKS = 100
 #: As long as a URI may be (a `<loc>`): the mirror indexes a relation as one keyword,
 #: and Lucene refuses a term over 32,766 bytes, and with it the change's document.
 MAX_REL_LENGTH = 2048
+#: A location's value as posted: longer than any whose URI fits (a 1,000-character root
+#: and a 2,048-character URI), and at 4 bytes a character under the 32,766 bytes of the
+#: keyword the mirror indexes it as (`a////b` resolves to `a/b`: the URI does not bound it).
+MAX_VALUE_LENGTH = 4096
 #: A change's `datetime` orders and selects the Change Lists, in the mirror too, whose
 #: `date_nanos` holds no earlier instant: Elasticsearch refused such a change for good.
 EARLIEST_DATETIME = datetime(1970, 1, 1, tzinfo=UTC)
@@ -158,18 +162,13 @@ class EventValidator:
             raise _Invalid(path, 'must be an object like {"type": "url", "value": "..."}.')
         _reject_unknown(data, LOCATION_FIELDS, path)
         location_type = data.get("type")
-        value = data.get("value")
         if location_type is None:
             raise _Invalid(f"{path}.type", "is required.")
         if not isinstance(location_type, str) or location_type not in LOCATION_TYPES:
             raise _Invalid(
                 f"{path}.type", f"must be one of {_known_location_types}, not {location_type!r}."
             )
-        if value is None:
-            raise _Invalid(f"{path}.value", "is required.")
-        if not isinstance(value, str):
-            raise _Invalid(f"{path}.value", f"must be a string, not {_json_type(value)}.")
-        _writable(value, f"{path}.value")
+        value = _location_value(data.get("value"), f"{path}.value")
         try:
             uri = resolve_location(
                 location_type,
@@ -234,6 +233,18 @@ class EventValidator:
                 )
             )
         return tuple(links)
+
+
+def _location_value(value: object, field: str) -> str:
+    """A location's value as posted, which the database and the mirror keep as it is."""
+    if value is None:
+        raise _Invalid(field, "is required.")
+    if not isinstance(value, str):
+        raise _Invalid(field, f"must be a string, not {_json_type(value)}.")
+    if len(value) > MAX_VALUE_LENGTH:
+        raise _Invalid(field, f"must be at most {MAX_VALUE_LENGTH} characters long.")
+    _writable(value, field)
+    return value
 
 
 def _reject_unknown(data: dict[str, Any], known: frozenset[str], path: str) -> None:

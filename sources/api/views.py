@@ -89,7 +89,8 @@ Semantics, applied in request order:
 - `lastmod` must lie within the years 1 to 9999 in UTC, `datetime` from 1970 on.
 - Locations, links, media types and ids must not contain characters that
   XML 1.0 forbids (control characters, lone surrogates, U+FFFE, U+FFFF); a
-  link's `rel` must be printable, at most 2,048 characters.
+  link's `rel` must be printable, at most 2,048 characters; a location's `value`
+  (or a link's `href`'s) at most 4,096 characters.
 - A `mime` is kept as sent; documents write it as the ResourceSync schema takes it
   (`text/html; charset=utf-8` as `text/html`; one with `.` or `_`, such as
   `application/vnd.ms-excel`, is left out of the document).

@@ -185,6 +185,13 @@ HOSTILE = {
     "rel-longer-than-a-uri": Hostile(
         as_json(event(ln=[link(rel="http://x.example.org/rel/" + "r" * 40_000)])), "ln.0.rel"
     ),
+    # The same for a location's value, kept as posted: its empty segments resolve away, so
+    # its URI fit, and the mirror refused the change's document for the value.
+    "rel-path-of-slashes": Hostile(as_json(event("a" + "/" * 40_000 + "b.txt")), "location.value"),
+    "href-of-slashes": Hostile(
+        as_json(event(ln=[link(href={"type": "rel_path", "value": "a" + "/" * 40_000 + "b"})])),
+        "ln.0.href.value",
+    ),
     # Instants some database cannot hold.
     "lastmod-after-9999-in-utc": Hostile(
         as_json(event(lastmod="9999-12-31T23:59:59-01:00")), "lastmod"
