@@ -267,9 +267,9 @@ def withdraw(resource_set: ResourceSet, document: StoredDocument) -> None:
 
 @contextmanager
 def switching(
-    held: lease.Lease, resource_set: ResourceSet, item: StoredDocument | DumpPackage
+    held: lease.Lease, resource_set: ResourceSet, document: StoredDocument
 ) -> Iterator[None]:
-    """`held.holding()` around saving `item`'s row and switching its links.
+    """`held.holding()` around saving a document's row and switching its links.
 
     When the block fails (the published folder full between the twin and the plain
     link, the commit refused), the row rolls back but switched links would not.
@@ -284,18 +284,15 @@ def switching(
             yield
     except Exception:
         if started:
-            _unlink(resource_set, item)
+            _unlink(resource_set, document)
         raise
 
 
-def _unlink(resource_set: ResourceSet, item: StoredDocument | DumpPackage) -> None:
+def _unlink(resource_set: ResourceSet, document: StoredDocument) -> None:
     try:
-        if isinstance(item, DumpPackage):
-            withdraw_package(resource_set, item)
-        else:
-            withdraw(resource_set, item)
+        withdraw(resource_set, document)
     except OSError:
-        logger.exception("%s: the links of %s could not be removed", resource_set, item)
+        logger.exception("%s: the links of %s could not be removed", resource_set, document)
 
 
 def publish_set(resource_set: ResourceSet) -> None:
