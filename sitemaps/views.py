@@ -148,7 +148,10 @@ class StoredDocumentView(SetReadView):
 
     def get(self, request: HttpRequest, **kwargs: Any) -> HttpResponseBase:
         document = self.get_object()
-        return _send(request, document, cache_control=document_cache_control(document))
+        return _send(request, document, cache_control=self.cache_control(document))
+
+    def cache_control(self, document: StoredDocument) -> str:
+        return document_cache_control(document)
 
 
 def document_cache_control(document: StoredDocument) -> str:

@@ -118,6 +118,52 @@ def test_changelist_open_answers_with_the_open_list_before_and_after_rotations(c
     assert client.head(f"{BASE}/changelist-open.xml").status_code == 200
 
 
+@pytest.mark.parametrize(
+    ("entries_per_document", "rotation", "new", "listed"),
+    [
+        (3, timedelta(days=1), 2, ["r/0000000", "r/0000001"]),  # full: closed, then written
+        (3, timedelta(days=1), 8, ["r/0000000", "r/0000001"]),  # a backlog: three lists close
+        (50_000, timedelta(0), 2, ["r/0000000", "r/0000001", "r/0000010", "r/0000011"]),
+    ],
+    ids=["full", "backlog", "rotated"],
+)
+def test_changelist_open_answers_while_a_run_closes_the_open_list(
+    client, monkeypatch, entries_per_document, rotation, new, listed
+):
+    """A run that closes the open list opens the next one before it writes it. Meanwhile
+    changelist-open.xml found that new list, with no version yet, and answered 404 (a
+    reader polling it under load met one every few closes). It answers with the newest
+    list written until the new one is, and caches revalidate it as ever."""
+    from sitemaps.regeneration import RegenerationRun
+
+    resource_set = make_set(entries_per_document=entries_per_document)
+    created(resource_set, 2)
+    rotate_after(resource_set, rotation)
+    close = RegenerationRun.close
+    during = []
+
+    def close_then_read(self, page, until, until_key=None):
+        opened = close(self, page, until, until_key)
+        during.append(
+            client.get(f"{BASE}/changelist-open.xml", headers={"accept-encoding": "gzip"})
+        )
+        return opened
+
+    monkeypatch.setattr(RegenerationRun, "close", close_then_read)
+    created(resource_set, new, start=10)
+
+    assert during and {response.status_code for response in during} == {200}
+    read = [gzip.decompress(b"".join(response.streaming_content)) for response in during]
+    for content in read:
+        assert_valid(content)
+    assert changes(read[0]) == [f"http://data.example.org/{name}" for name in listed]
+    assert {response["Cache-Control"] for response in during} == {"public, no-cache"}
+    newest = ChangeListPage.objects.get(until__isnull=True).number
+    assert body(client, f"{BASE}/changelist-open.xml") == body(
+        client, f"{BASE}/changelist-{newest}.xml"
+    )
+
+
 def test_changelist_open_of_a_protected_set_needs_a_token_that_reaches_it(client):
     resource_set = make_set(protected=True)
     other = make_set("other", "open")
