@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import time
 
 import httpx
 import pytest
@@ -588,28 +589,26 @@ def test_a_document_rewritten_between_the_validators_requests_is_no_problem() ->
     assert server.requested.count(CL2) > 4  # read again, not skipped
 
 
-def test_a_gzip_twin_switched_before_its_plain_document_is_no_problem() -> None:
-    """A front server's links are switched twin first: for a moment a gzip request gets
-    the new version and a plain one still the old. Read again, both agree."""
+def test_a_gzip_twin_switched_before_its_plain_document_is_no_problem(monkeypatch) -> None:
+    """A front server's links are switched twin first: for a moment (up to 100 ms seen
+    on a loaded portal, as long as nginx's answers to six requests) a gzip request gets
+    the new version and a plain one still the old. Read again a little later, both agree."""
     documents = clean_source()
     server = Server(documents)
     rewritten = documents[CL2].replace("2026-01-03T00:00:00+02:00", "2026-01-03T00:00:01+02:00")
     server.gzip_body[CL2] = gzip.compress(rewritten.encode())
-    plain_reads_after_gzip = []
+    clock = [0.0]
+    monkeypatch.setattr(time, "sleep", lambda seconds: clock.append(clock[-1] + seconds))
 
     def twin_first(request: httpx.Request) -> httpx.Response:
-        response = server(request)
-        if str(request.url) == CL2:
-            if response.headers.get("Content-Encoding") == "gzip":
-                plain_reads_after_gzip.append(0)
-            elif plain_reads_after_gzip:
-                documents[CL2] = rewritten  # the plain link is switched too
-        return response
+        if str(request.url) == CL2 and clock[-1] >= 0.1:
+            documents[CL2] = rewritten  # the plain link is switched too
+        return server(request)
 
     report = validate_source(SD, transport=httpx.MockTransport(twin_first))
 
     assert report.problems == []
-    assert len(plain_reads_after_gzip) == 2
+    assert clock[-1] < 2  # it waited, but not long
 
 
 def test_a_server_without_gzip_is_fine_when_it_sends_the_same_bytes() -> None:
