@@ -299,9 +299,8 @@ def _touch(storage: Storage, name: str) -> None:
 def retire_documents(names: Iterable[str]) -> None:
     """Retire many superseded versions in one statement, in the caller's transaction.
 
-    For a switch that replaces many at once (`sitemaps.dumps.switch`): each
-    `delete_document` is a read, then a write, which on SQLite fails at once
-    when another connection (the run's heartbeat) wrote in between.
+    One statement, not a read then a write: on SQLite that fails at once when
+    another connection (the run's heartbeat) committed in between.
     """
     now = timezone.now()
     RetiredDocument.objects.bulk_create(
@@ -320,6 +319,5 @@ def delete_document(name: str) -> None:
     """
     from .cleanup import expire_retired_when_due  # it imports this module
 
-    if name:
-        RetiredDocument.objects.update_or_create(name=name, defaults={"retired_at": timezone.now()})
+    retire_documents([name])
     expire_retired_when_due()

@@ -11,12 +11,14 @@ import errno
 import gzip
 import io
 import os
+import sqlite3
 import time
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
 from django.core.management import call_command
+from django.db import connection
 from django.test import RequestFactory
 from django.utils import timezone
 
@@ -369,6 +371,36 @@ def test_a_regeneration_deletes_versions_retired_before_the_grace_period(
     assert set(RetiredDocument.objects.values_list("name", flat=True)).isdisjoint(old)
     for document in stored_documents(resource_set):
         assert (documents / document.storage_name).exists()
+
+
+@pytest.mark.skipif(connection.vendor != "sqlite", reason="SQLite's snapshot upgrade")
+def test_retiring_a_version_survives_another_writer_between_statements(file_database):
+    """The run's heartbeat commits while a page's old version is retired.
+
+    On SQLite a transaction that read first and then writes fails at once
+    ("database is locked") when another connection committed in between; the
+    retirement is therefore one statement, with nothing to come between.
+    """
+    other = sqlite3.connect(connection.settings_dict["NAME"], timeout=0)
+    other.execute("CREATE TABLE heartbeat (n INTEGER)")
+    other.commit()
+
+    def another_writer_commits(execute, sql, params, many, context):
+        result = execute(sql, params, many, context)
+        if "retireddocument" in sql.lower():
+            try:  # whenever the lock is free between two statements
+                other.execute("INSERT INTO heartbeat VALUES (1)")
+                other.commit()
+            except sqlite3.OperationalError:
+                other.rollback()  # the retirement holds the write lock
+        return result
+
+    try:
+        with connection.execute_wrapper(another_writer_commits):
+            stored.delete_document("resourcelist-1.0123.xml")
+    finally:
+        other.close()
+    assert RetiredDocument.objects.filter(name="resourcelist-1.0123.xml").exists()
 
 
 def stored_documents(resource_set) -> list:
