@@ -31,7 +31,7 @@ from harvester.dumps import (
     read_manifest,
     work_directory,
 )
-from harvester.report import Action, Outcome
+from harvester.report import Outcome
 from harvester.session import HarvestSession
 from harvester.transfer import download_resources
 from harvester.unlisted import listed_paths, remove_unlisted
@@ -147,13 +147,7 @@ def read_dump_documents(
 ) -> list[Document]:
     """The Resource Dump's documents. With a list to stand in (`unread` given), one that
     cannot be read, the top one too, is set aside there instead of failing the run."""
-    try:
-        return list(list_documents(session, url, Capability.RESOURCE_DUMP, aside=unread))
-    except HarvestError as error:
-        if unread is None:
-            raise
-        unread[url] = Outcome(url, Action.FAILED, reason=str(error.__cause__ or error))
-        return []
+    return list(list_documents(session, url, Capability.RESOURCE_DUMP, aside=unread))
 
 
 def extract_dump(

@@ -29,7 +29,7 @@ from typing import Any
 from harvester.baseline import read_packages
 from harvester.changes import Change, intersects, latest_changes
 from harvester.dumps import Package, extract_members, work_directory
-from harvester.report import Action, Outcome
+from harvester.report import Outcome
 from harvester.session import HarvestSession
 from harvester.transfer import delete_resources, download_resources
 from harvester.walk import HarvestError, list_documents
@@ -369,14 +369,10 @@ def _read_dump(
     aside = unread if listing is not None else None
     parts: dict[str, ParsedEntry] = {}
     capability = Capability.CHANGE_DUMP
-    try:
-        documents = _documents_in_range(
-            session, url, capability, range_from, range_until, aside=aside, parts=parts
-        )
-    except HarvestError as error:
-        if aside is None:
-            raise
-        aside[url] = Outcome(url, Action.FAILED, reason=str(error.__cause__ or error))
+    documents = _documents_in_range(
+        session, url, capability, range_from, range_until, aside=aside, parts=parts
+    )
+    if url in unread:
         return [], {url: ParsedEntry(loc=url)}  # no interval of its own: the whole range
     aside_parts = {loc: parts[loc] for loc in unread}
     _warn_on_gap(session, [*documents, *aside_parts.values()], range_from)

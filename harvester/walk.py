@@ -82,9 +82,9 @@ def list_documents(
 ) -> Iterator[Document]:
     """Yield the document at `url`, or each part (chosen by `select`) if it is an index.
 
-    The top document failing stops the run; a part failing is recorded as a
-    failure (or set `aside`, for a caller that may yet make up for it) and the
-    others are still harvested.
+    A part failing is recorded as a failure (or set `aside`, for a caller that may
+    yet make up for it) and the others are still harvested. The top document
+    failing stops the run, or with `aside` given is set aside too (nothing yielded).
     """
     for document, _ in list_parts(session, url, capability, select=select, aside=aside):
         yield document
@@ -103,7 +103,10 @@ def list_parts(
     try:
         top = fetch_document(session, url, capability)
     except (FetchError, ResourceSyncParseError) as error:
-        raise HarvestError(f"cannot read the {capability} at {url}: {error}") from error
+        if aside is None:
+            raise HarvestError(f"cannot read the {capability} at {url}: {error}") from error
+        record_failure(session, aside, url, str(error))
+        return
     if not top.is_index:
         yield top, ""
         return
