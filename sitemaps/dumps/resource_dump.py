@@ -22,7 +22,7 @@ from sitemaps.protocol.builders import (
     resource_entry,
 )
 from sitemaps.protocol.records import ResourceRecord
-from sitemaps.ranges import key_range
+from sitemaps.ranges import key_range, split_ranges
 from sources.resource_files import packaged_path
 
 from .job import DumpJob
@@ -152,12 +152,10 @@ class ResourceDumpWriter:
     ) -> ResourcePackage:
         """Close `package` at `last_key`; a new package after it takes the rest (both rows
         saved by the switch)."""
-        position = packages.index(package)
-        ranges = [key_range(p) for p in packages]
-        head, rest = planning.split(ranges, position, last_key)[position : position + 2]
+        head, rest = split_ranges(packages, package, last_key)
         package.through_key = head.through
         created = self.new_package(after_key=rest.after, through_key=rest.through)
-        packages.insert(position + 1, created)
+        packages.insert(packages.index(package) + 1, created)
         self.job.switch.save(package)
         self.job.switch.save(created)
         return created
