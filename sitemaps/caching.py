@@ -8,13 +8,14 @@ Protected sets are `private`: a shared cache never keeps them.
 
 from __future__ import annotations
 
-from .models import ChangeListPage, ChangePackage, ResourceListPage, ResourcePackage
+from .models import ChangeListPage, ChangePackage, ResourceListPage
 
 #: Changes under the same URL at any time (indexes, the open Change List, the capability
 #: documents): revalidate every time, the freshness goal is 1 to 2 s end to end.
 REVALIDATE = "no-cache"
-#: Rewritten in place when one of its resources changes (a Resource List page, a Resource
-#: Dump package): a minute old is fine, the change is in the open Change List meanwhile.
+#: A Resource List page, rewritten in place when one of its resources changes: a minute
+#: old is fine, the change is in the open Change List meanwhile. (Not a Resource Dump
+#: package: `resourcedump.xml` lists its length and hashes, so it revalidates with it.)
 PAGE = "max-age=60"
 #: Final (a closed Change List or Change Dump package): no run rewrites it. A day, not a
 #: year: a set deleted and created again under its slug, or `regenerate --full` after
@@ -24,7 +25,7 @@ FINAL = "max-age=86400"
 
 def freshness(document: object) -> str:
     """The rule for one stored document or dump package (a manifest copy: its package's)."""
-    if isinstance(document, ResourceListPage | ResourcePackage):
+    if isinstance(document, ResourceListPage):
         return PAGE
     if isinstance(document, ChangeListPage | ChangePackage) and document.final:
         return FINAL

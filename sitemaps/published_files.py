@@ -42,7 +42,7 @@ DOCUMENT_URL = re.compile(
     r"|(?P<package>(?:resourcedump|changedump)-package-[0-9]+)\.zip)"
 )
 #: Rewritten in place (as nginx's map and caching.freshness): a minute; the rest revalidate.
-PAGE_NAME = re.compile(r"resourcelist-[0-9]+\.xml|resourcedump-(?:package|manifest)-[0-9]+\..*")
+PAGE_NAME = re.compile(r"resourcelist-[0-9]+\.xml")
 #: Chunk size the server's file wrapper reads with when it cannot sendfile.
 BLOCK_SIZE = 256 * 1024
 
