@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import logging
 import os
-import socket
 import threading
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -24,6 +23,8 @@ from pathlib import Path
 from django.conf import settings
 from django.db import connection, connections
 from django.utils import timezone
+
+from resourcesync_portal import processes
 
 from .models import Outcome, Run
 
@@ -51,7 +52,8 @@ def silence_limit() -> timedelta:
 
 
 def host_name() -> str:
-    return socket.gethostname()
+    """The host name, and which machine and pid namespace its pids belong to."""
+    return processes.this_host()
 
 
 def process_start(pid: int) -> str:

@@ -8,12 +8,28 @@ for the hold to lapse. Another host's process is never taken for gone.
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import os
 import socket
+from pathlib import Path
 
 
+@functools.cache
 def this_host() -> str:
-    return socket.gethostname()
+    """The host name, and where its pids mean the same processes: containers run with
+    the host's network share its name but not its processes (their own pid namespace),
+    and two machines may share a name (their boot ids differ)."""
+    return f"{socket.gethostname()}@{_pid_space()}"
+
+
+def _pid_space() -> str:
+    try:
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+        namespace = os.stat("/proc/self/ns/pid").st_ino
+    except OSError:  # not Linux: the name alone
+        return "-"
+    return hashlib.sha256(f"{boot} {namespace}".encode()).hexdigest()[:12]
 
 
 def is_gone(host: str, pid: str) -> bool:

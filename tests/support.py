@@ -6,6 +6,7 @@ import hashlib
 import os
 import socket
 import subprocess
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -156,3 +157,29 @@ def fill(disk: Path, leave: int) -> Path:
     status = os.statvfs(disk.parent)
     filler.write_bytes(b"\0" * max(status.f_bavail * status.f_frsize - leave, 0))
     return filler
+
+
+def in_another_container(code: str) -> str:
+    """What Python `code` prints from a pid namespace of its own, with Django set up: a
+    container sharing this host's name (`--net=host`) but not its processes."""
+    setup = "import django; django.setup(); "
+    answer = subprocess.run(
+        [
+            "unshare",
+            "--user",
+            "--map-root-user",
+            "--pid",
+            "--fork",
+            sys.executable,
+            "-c",
+            setup + code,
+        ],
+        capture_output=True,
+        text=True,
+        cwd=Path(__file__).resolve().parents[1],
+        env={**os.environ, "DJANGO_SETTINGS_MODULE": "resourcesync_portal.settings"},
+        check=False,
+    )
+    if answer.returncode != 0:
+        pytest.fail(f"unshare (user and pid namespaces) failed: {answer.stderr}", pytrace=False)
+    return answer.stdout.strip()

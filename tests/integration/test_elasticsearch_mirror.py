@@ -334,15 +334,15 @@ def test_a_claim_whose_process_was_killed_is_taken_over(use_elasticsearch):
     """A worker killed mid-backlog never let go: the run Celery delivered again found the
     set claimed and returned, and nothing indexed the set until the claim expired and
     reconcile came (10 minutes on a quiet source), nor published past its changes."""
-    import socket
-
     from django.core.cache import cache
+
+    from resourcesync_portal.processes import this_host
 
     mirror = use_elasticsearch.mirror
     resource_set, claim = unindexed_set()
     killed = subprocess.Popen([sys.executable, "-c", "pass"])
     killed.wait()
-    assert cache.add(claim, f"{socket.gethostname()} {killed.pid}", timeout=60)
+    assert cache.add(claim, f"{this_host()} {killed.pid}", timeout=60)
     try:
         assert use_elasticsearch.index_pending(resource_set.pk) == 4
     finally:

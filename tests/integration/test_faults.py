@@ -21,13 +21,22 @@ from django.test import Client
 from django.utils import timezone
 from lxml import etree
 
+from resourcesync_portal import processes
 from sitemaps import lease
 from sitemaps.models import RegenerationState, ResourceListPage
 from sitemaps.regeneration import regenerate
 from sources.models import Resource
 from sources.services import ingest_events
 
-from ..support import NS, assert_valid, created, event, make_set, store_documents_in
+from ..support import (
+    NS,
+    assert_valid,
+    created,
+    event,
+    in_another_container,
+    make_set,
+    store_documents_in,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 BASE = "/resourcesync/acme/articles"
@@ -147,7 +156,6 @@ def test_a_lease_whose_process_on_this_host_is_gone_is_taken_over_at_once(settin
     """A run killed mid-query (SIGTERM to a worker's process group) could not let go:
     the set's next runs answered busy for the whole lease window, its changes unpublished
     meanwhile. A holder on another host, or alive here, still keeps the set."""
-    import socket
     import subprocess
     import sys
 
@@ -159,15 +167,41 @@ def test_a_lease_whose_process_on_this_host_is_gone_is_taken_over_at_once(settin
     state = RegenerationState.objects.create(
         resource_set=resource_set, running_since=now, heartbeat_at=now
     )
-    for alive in (f"otherhost pid {killed.pid} #0badc0de", f"{socket.gethostname()} pid 1 #1"):
+    here = processes.this_host()
+    for alive in (f"otherhost pid {killed.pid} #0badc0de", f"{here} pid 1 #1"):
         RegenerationState.objects.filter(pk=state.pk).update(holder=alive)
         assert lease.acquire(resource_set, now) is None, alive
-    gone = f"{socket.gethostname()} pid {killed.pid} #0badc0de"
+    gone = f"{here} pid {killed.pid} #0badc0de"
     RegenerationState.objects.filter(pk=state.pk).update(holder=gone)
     taken = lease.acquire(resource_set, now)
     assert taken is not None
     with pytest.raises(lease.LeaseLost):
         lease.Lease(state_pk=state.pk, holder=gone).beat()
+
+
+@pytest.mark.django_db
+def test_a_holder_in_another_container_with_this_host_name_is_never_taken_for_gone(settings):
+    """Containers run with the host's network (`docker run --net=host`) share its host
+    name but not its processes: a pid not running here may be running there. Taking its
+    lease or indexing claim over would run the set twice at once."""
+    from sources.indexing import holder_is_gone
+
+    settings.RESOURCESYNC_REGENERATION_LEASE_SECONDS = 60
+    resource_set = make_set()
+    now = timezone.now()
+    gone_here = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone_here.wait()
+    host_there = in_another_container(
+        "from resourcesync_portal import processes; print(processes.this_host())"
+    )
+    RegenerationState.objects.create(
+        resource_set=resource_set,
+        running_since=now,
+        heartbeat_at=now,
+        holder=f"{host_there} pid {gone_here.pid} #0badc0de",
+    )
+    assert lease.acquire(resource_set, now) is None
+    assert not holder_is_gone(f"{host_there} {gone_here.pid}")
 
 
 @pytest.mark.django_db

@@ -25,6 +25,8 @@ from journal.models import Outcome, Run, RunKind
 from journal.recording import record_run
 from journal.tasks import prune_journal
 
+from ..support import in_another_container
+
 REPO = Path(__file__).resolve().parents[2]
 GONE = "process ended without recording an outcome"
 
@@ -95,6 +97,18 @@ def test_a_reused_pid_does_not_keep_a_dead_run_running():
     reused.refresh_from_db(), alive.refresh_from_db()
     assert reused.outcome == Outcome.FAILED and alive.outcome == Outcome.RUNNING
     assert reused.error == f"{GONE} (pid {os.getpid()} on {liveness.host_name()} is gone)"
+
+
+@pytest.mark.django_db
+def test_a_run_in_another_container_with_this_host_name_stays_running():
+    """Its pid means another process there (`--net=host` shares the name, not the pids)."""
+    gone_here = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone_here.wait()
+    host = in_another_container("from journal.liveness import host_name; print(host_name())")
+    running = a_running_run(host=host, pid=gone_here.pid, process_start="")
+    assert liveness.close_abandoned_runs() == 0
+    running.refresh_from_db()
+    assert running.outcome == Outcome.RUNNING
 
 
 @pytest.mark.django_db
