@@ -124,14 +124,15 @@ def secret_from(form: Mapping[str, str]) -> str:
     return secret
 
 
-def check_reachable(callback: str) -> None:
-    """Resolve the callback's host, after every other check and the rate limits.
+def check_reachable(callback: str) -> list[str]:
+    """Resolve the callback's host, after every other check and the rate limits: its
+    addresses.
 
     One answer whether the host has no address or a private one, and never the address:
     the hub is no DNS oracle for the portal's network. The log keeps the reason.
     """
     try:
-        callbacks.resolve_callback(callback)
+        return callbacks.resolve_callback(callback)[2]
     except callbacks.CallbackRefused as error:
         logger.info("Callback %s refused: %s", callback, error)
         raise HubRequestError(
@@ -149,6 +150,17 @@ def check_budget(callback: str) -> None:
     host = (urlsplit(callback).hostname or "").rstrip(".")
     if callbacks.over_budget("hub-request-host", host, per_minute * HOST_BUDGET_FACTOR):
         raise HubRequestError("hub.callback", "too many requests for this callback's host", 429)
+
+
+def check_address_budget(addresses: list[str]) -> None:
+    """429 past an address's budget: a host's, shared by every name it has (wildcard DNS
+    gives any number of names to one address, and each would have had a budget)."""
+    per_minute = notification_settings().HUB_REQUESTS_PER_MINUTE * HOST_BUDGET_FACTOR
+    for address in sorted(set(addresses)):
+        if callbacks.over_budget("hub-request-address", address, per_minute):
+            raise HubRequestError(
+                "hub.callback", "too many requests for this callback's address", 429
+            )
 
 
 def anything_to_end(resource_set: ResourceSet, kind: str, callback: str) -> bool:
@@ -182,7 +194,7 @@ def subscription_request(
         resource_set, kind, callback
     ):
         return None
-    check_reachable(callback)
+    check_address_budget(check_reachable(callback))
     return SubscriptionRequest.objects.create(
         mode=mode,
         resource_set=resource_set,

@@ -810,7 +810,7 @@ def test_an_unexpected_error_while_verifying_still_removes_the_request(notifying
     assert not SubscriptionRequest.objects.exists()
 
 
-def test_a_callback_host_has_a_budget_that_variants_of_one_url_share(
+def test_a_callback_host_and_address_have_a_budget_that_variants_of_one_url_share(
     client, notifying_set, settings
 ):
     settings.RESOURCESYNC_NOTIFICATIONS = {
@@ -824,7 +824,11 @@ def test_a_callback_host_has_a_budget_that_variants_of_one_url_share(
     # 2 a minute per callback, and ten times that per host.
     assert [a.status_code for a in answers] == [202] * 20 + [429] * 2
     assert answers[-1].content.startswith(b"hub.callback: too many requests")
-    assert ask_hub(client, {"hub.callback": "http://localhost:9/cb"}).status_code == 202
+    assert ask_hub(client, {"hub.callback": "http://127.0.0.2:9/cb"}).status_code == 202
+    # Another name of a spent address (wildcard DNS gives any number): the same budget.
+    other_name = ask_hub(client, {"hub.callback": "http://localhost:9/cb"})
+    assert other_name.status_code == 429
+    assert other_name.content == b"hub.callback: too many requests for this callback's address\n"
 
 
 def test_an_unsubscribe_with_nothing_to_end_calls_no_callback(
