@@ -83,7 +83,8 @@ class EventErrorSerializer(serializers.Serializer):
     )
     field = serializers.CharField(
         help_text="Dotted path, e.g. `location.value`, `ln.0.href.type`; `body` for "
-        "malformed JSON or NDJSON and for size limits."
+        "malformed JSON or NDJSON and for size limits. A field with an empty name is "
+        "reported at the object holding it (`location`, `ln.0`; `body` for the event itself)."
     )
     message = serializers.CharField()
 

@@ -250,11 +250,16 @@ def _location_value(value: object, field: str) -> str:
 def _reject_unknown(data: dict[str, Any], known: frozenset[str], path: str) -> None:
     if data.keys() <= known:
         return
+    expected = ", ".join(sorted(known))
     # A name may hold a lone surrogate, which no JSON answer could carry.
     unknown = sorted(set(data) - known)[0].encode("utf-8", "backslashreplace").decode()
+    if not unknown:  # "" as the field would name nothing: name the object that holds it
+        raise _Invalid(
+            path or "body",
+            f'has a field named "" (empty), which is not allowed; expected {expected}.',
+        )
     raise _Invalid(
-        f"{path}.{unknown}" if path else unknown,
-        f"is not a known field; expected {', '.join(sorted(known))}.",
+        f"{path}.{unknown}" if path else unknown, f"is not a known field; expected {expected}."
     )
 
 

@@ -385,6 +385,26 @@ BAD_EVENTS = [
     pytest.param({"ln": {"rel": "x"}}, "ln", "array", id="ln-not-array"),
     pytest.param({"id": ""}, "id", "1 to 200", id="id-empty"),
     pytest.param({"sha-256": SHA256}, "sha-256", "not a known field", id="unknown-field"),
+    # A field named "" is named by the object that holds it: "" alone tells the sender nothing.
+    pytest.param({"": 1}, "body", 'a field named "" (empty)', id="empty-field-name"),
+    pytest.param(
+        {"location": {"type": "rel_path", "value": "a.txt", "": "b"}},
+        "location",
+        'a field named "" (empty)',
+        id="empty-location-field-name",
+    ),
+    pytest.param(
+        {"ln": [{"rel": "describedby", "href": {"type": "rel_path", "value": "x"}, "": 1}]},
+        "ln.0",
+        'a field named "" (empty)',
+        id="empty-link-field-name",
+    ),
+    pytest.param(
+        {"ln": [{"rel": "describedby", "href": {"type": "rel_path", "value": "x", "": 1}}]},
+        "ln.0.href",
+        'a field named "" (empty)',
+        id="empty-href-field-name",
+    ),
 ]
 
 
