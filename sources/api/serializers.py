@@ -55,9 +55,9 @@ class EventSerializer(serializers.Serializer):
     ln = LinkSerializer(many=True, required=False)
     datetime = serializers.DateTimeField(
         required=False,
-        help_text="ISO 8601 with a time zone: when the change happened. Default: time of "
-        "receipt. Must not be earlier than the start of the set's open change list, nor "
-        "than 1970.",
+        help_text="ISO 8601 with a time zone: when the change happened. Default (left out; "
+        "null is refused): time of receipt. Must not be earlier than the start of the set's "
+        "open change list, nor than 1970.",
     )
     id = serializers.CharField(
         required=False,

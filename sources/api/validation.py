@@ -147,7 +147,7 @@ class EventValidator:
             mime=_mime_type(mime, "mime") if mime is not None else "",
             lastmod=_timestamp(lastmod, "lastmod") if lastmod is not None else None,
             links=self._links(links) if links is not None else (),
-            datetime=self._datetime(moment) if moment is not None else None,
+            datetime=self._datetime(moment) if "datetime" in data else None,
             id=_event_id(event_id) if event_id is not None else "",
         )
 
@@ -187,6 +187,12 @@ class EventValidator:
         return location_type, value, uri
 
     def _datetime(self, value: object) -> datetime:
+        if value is None:  # the schema's string or nothing: null is no instant, nor "now"
+            raise _Invalid(
+                "datetime",
+                "must be an ISO 8601 string, not null; leave it out to date the change at "
+                "its receipt.",
+            )
         moment = _timestamp(value, "datetime")
         if moment < EARLIEST_DATETIME:
             raise _Invalid("datetime", "must not be before 1970-01-01T00:00:00Z.")

@@ -79,9 +79,10 @@ Semantics, applied in request order:
   location is accepted and logged.
 - An event whose `id` was seen before (in this request or an earlier one) is
   a duplicate: counted, not applied again, so a failed request can be retried.
-- `datetime` defaults to the time of receipt and must not be earlier than the
-  start of the set's open change list, nor later than the server's clock plus
-  {settings.INGEST_CLOCK_SKEW_SECONDS} seconds (`INGEST_CLOCK_SKEW_SECONDS`).
+- `datetime` defaults to the time of receipt when left out (`null` is refused)
+  and must not be earlier than the start of the set's open change list, nor
+  later than the server's clock plus {settings.INGEST_CLOCK_SKEW_SECONDS} seconds
+  (`INGEST_CLOCK_SKEW_SECONDS`).
 - Changes are listed in the order they arrive: an event dated before the set's
   latest change (from an earlier request) is dated at its receipt, where a destination
   resuming from the newest datetime it read still finds it. Within one request, an

@@ -291,6 +291,19 @@ def test_datetime_is_kept_and_defaults_to_receipt(client, token):
     assert before <= received.datetime <= timezone.now()
 
 
+def test_a_null_datetime_is_refused_not_read_as_receipt(client, token):
+    """The schema has `datetime` a string that may be left out: a null is no instant, and
+    dating it silently at receipt would hide the sender's bug in the published lists."""
+    response = post(client, token, [event("created", "a.txt"), {**event(), "datetime": None}])
+
+    assert response.status_code == 400
+    (error,) = response.json()["errors"]
+    assert (error["index"], error["field"]) == (1, "datetime")
+    assert "not null" in error["message"]
+    assert "leave it out" in error["message"]
+    assert not Change.objects.exists()
+
+
 def test_empty_array_is_accepted(client, token):
     response = post(client, token, [])
 
