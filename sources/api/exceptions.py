@@ -23,7 +23,7 @@ from rest_framework.views import exception_handler, set_rollback
 from resourcesync_portal.database_errors import Trouble, trouble
 from sources.services import EventsRejected, LocationsChanged
 
-from .parsers import BodyTooLarge, LengthRequired
+from .parsers import BodyTooLarge, LengthRequired, UnsupportedContentEncoding
 from .serializers import ErrorListSerializer
 
 
@@ -128,4 +128,7 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response |
     response = exception_handler(exc, context)
     if response is not None and isinstance(exc, RetryLater):
         response["Retry-After"] = str(exc.retry_after)
+    if response is not None and isinstance(exc, UnsupportedContentEncoding):
+        for name, value in exc.headers.items():
+            response[name] = value
     return response

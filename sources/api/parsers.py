@@ -341,11 +341,18 @@ def _check_charset(media_type: str) -> None:
             raise UnsupportedMediaType(media_type, detail="Events must be encoded as UTF-8.")
 
 
+class UnsupportedContentEncoding(UnsupportedMediaType):
+    """A compressed body: 415, and `Accept-Encoding: identity` says what may be sent
+    instead (RFC 7694, section 3)."""
+
+    headers = {"Accept-Encoding": "identity"}
+
+
 def _check_content_encoding(encoding: str) -> None:
     """A compressed body is refused by name: read as it came, it failed as "not UTF-8"."""
     codings = {coding.strip().lower() for coding in encoding.split(",")} - {"", "identity"}
     if codings:
-        raise UnsupportedMediaType(
+        raise UnsupportedContentEncoding(
             encoding,
             detail=f"Content-Encoding {encoding!r} is not supported; send the body uncompressed.",
         )

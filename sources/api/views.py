@@ -61,7 +61,8 @@ Apply events to the set's snapshot and append them to its change log.
 
 The body is one event object or a JSON array of events (`application/json`),
 or one event per line (`application/x-ndjson`), the way to send large batches,
-uncompressed (a `Content-Encoding` such as gzip is refused with 415).
+uncompressed (a `Content-Encoding` such as gzip is refused with 415 and
+`Accept-Encoding: identity`).
 Bodies over {settings.INGEST_MAX_BODY_BYTES} bytes are refused with 413: send
 more events in several requests. A body may be sent with
 `Transfer-Encoding: chunked`; the limit is counted as it arrives.
@@ -130,7 +131,11 @@ ERROR_RESPONSES = {
     403: OpenApiResponse(DetailSerializer, description="The token does not reach this set."),
     404: OpenApiResponse(DetailSerializer, description="No such set, or its provider is inactive."),
     413: OpenApiResponse(ErrorListSerializer, description="The body is over the size limit."),
-    415: OpenApiResponse(DetailSerializer, description="Not JSON or NDJSON."),
+    415: OpenApiResponse(
+        DetailSerializer,
+        description="Not JSON or NDJSON, or sent with a Content-Encoding (the answer "
+        "carries `Accept-Encoding: identity`).",
+    ),
     429: OpenApiResponse(DetailSerializer, description="Too many requests for this token."),
 }
 #: A read's bad query parameters, as DRF answers them: not the events' `errors` list.

@@ -630,6 +630,7 @@ def test_other_content_types_are_415(client, token, content_type):
 
     assert response.status_code == 415
     assert "detail" in response.json()
+    assert "Accept-Encoding" not in response  # the media type is refused, not the coding
     assert not Change.objects.exists()
 
 
@@ -646,6 +647,8 @@ def test_a_compressed_body_is_415_naming_the_content_encoding(client, token, enc
 
     assert response.status_code == 415
     assert "Content-Encoding" in response.json()["detail"]
+    # RFC 7694, section 3: the answer says which codings the client may send.
+    assert response["Accept-Encoding"] == "identity"
     assert not Change.objects.exists()
 
 
