@@ -19,7 +19,7 @@ from typing import TypeVar
 
 from django.core.exceptions import ImproperlyConfigured
 
-from sitemaps.protocol.uris import base_url_problem, uri_problem
+from sitemaps.protocol.uris import base_url_problem, link_target_problem, uri_problem
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
@@ -144,6 +144,7 @@ def env_url(name: str) -> str:
     value = os.environ.get(name, "").strip()
     if not value:
         return value
+    _check_link_target(name, value)
     base, _, query = value.partition("?")
     if _unprintable(value) or "#" in query or base_url_problem(base):
         raise _refuse(name, value, "an absolute http:// or https:// URL without user or fragment")
@@ -162,8 +163,16 @@ def _unprintable(value: str) -> bool:
 
 
 def _checked_url(name: str, value: str) -> str:
+    _check_link_target(name, value)
     if _unprintable(value) or base_url_problem(value) is not None:
         raise _refuse(
             name, value, "an absolute http:// or https:// URL without user, query or fragment"
         )
     return value
+
+
+def _check_link_target(name: str, value: str) -> None:
+    """The portal's and the hub's URLs start the targets of the Link headers it sends."""
+    problem = link_target_problem(value)
+    if problem is not None:
+        raise ImproperlyConfigured(f"{name} {problem}, not {value!r}.")

@@ -25,6 +25,10 @@ _PCHAR = r"(?:[A-Za-z0-9._~!$&'()*+,;=:@/-]|%[0-9A-Fa-f]{2})"
 _PLAIN_URL = re.compile(
     rf"https?://[A-Za-z0-9.-]+(?::[0-9]{{1,5}})?(?:/{_PCHAR}*)?(?:\?(?:{_PCHAR}|\?)*)?(?:#(?:{_PCHAR}|\?)*)?"
 )
+#: ASCII characters RFC 3986 allows nowhere in a URI (section 2; "excluded" in RFC 2396),
+#: which libxml2 takes all the same. Unencoded, `>` or `"` ends the target of a
+#: `Link: <...>` header early (RFC 8288) and breaks the header.
+_EXCLUDED = re.compile(r'[<>"{}|\\^`]')
 _SCHEMA = b"""<xs:schema xmlns:xs="http://www.w3.org/2001/XMLSchema">
   <xs:element name="uri" type="xs:anyURI"/>
 </xs:schema>"""
@@ -53,6 +57,33 @@ def uri_problem(value: str) -> str | None:
     )
 
 
+def _percent_encoded(character: str) -> str:
+    return "".join(f"%{byte:02X}" for byte in character.encode("utf-8"))
+
+
+def excluded_character_problem(value: str) -> str | None:
+    """Why `value` is no URI for RFC 3986 although libxml2 takes it (None when it is)."""
+    found = _EXCLUDED.search(value)
+    if found is None:
+        return None
+    character = found.group()
+    encoded = _percent_encoded(character)
+    return f"holds {character!r}, which no URI may hold: percent-encode it as {encoded}"
+
+
+def link_target_problem(value: str) -> str | None:
+    """Why `value` cannot be the target of a `Link` header (an RFC 3986 URI-reference in
+    ASCII), or None: `<`, `>`, `"` would break the header, and a header carries no
+    character past ASCII."""
+    for character in value:
+        if not character.isascii():
+            return (
+                f"holds {character!r}, which no header value can carry: percent-encode it as "
+                f"{_percent_encoded(character)} (a host name in its xn-- form)"
+            )
+    return excluded_character_problem(value)
+
+
 def loc_problem(value: str) -> str | None:
     """Why `value` cannot be a sitemap `<loc>` (None when it can)."""
     if len(value) < LOC_MIN_LENGTH:
@@ -76,5 +107,5 @@ def base_url_problem(value: str) -> str | None:
         return "Give a URL with no query or fragment: paths are joined after it."
     if "@" in parts.netloc:
         return "Give a URL with no user name or password: it would be in every URL published."
-    problem = uri_problem(value)
+    problem = excluded_character_problem(value) or uri_problem(value)
     return f"The URL {problem}." if problem else None

@@ -181,6 +181,10 @@ def test_the_set_slug_is_prefilled_from_its_name(admin_client):
         ("http://127.0.0.1:99999/x/", "with a port from 1 to 65535"),
         ("http://user:pw@ex.org/x/", "no user name or password"),
         ("ftp://x.org/y/", "Give an http:// or https:// URL"),
+        # Characters RFC 3986 allows nowhere: every URI under the prefix would be no URI.
+        ("http://ex.org/a<b>/", "percent-encode it as %3C"),
+        ('http://ex.org/"a"/', "percent-encode it as %22"),
+        ("http://ex.org/a|b/", "percent-encode it as %7C"),
     ],
 )
 def test_a_url_prefix_that_cannot_start_a_resource_uri_is_refused_by_name(

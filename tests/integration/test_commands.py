@@ -110,6 +110,7 @@ def test_create_resource_set_uses_an_existing_provider():
         (["--url-prefix", "ftp://a.example.org/"], "http or https"),
         (["--url-prefix", "not a url"], "http or https"),
         (["--url-prefix", "https://a.example.org/", "--resource-root", "relative/dir"], "absolute"),
+        (["--url-prefix", "https://a.example.org/<x>/"], "url_prefix: .*percent-encode it as %3C"),
     ],
 )
 def test_create_resource_set_refuses_bad_options(args, message):

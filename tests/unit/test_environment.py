@@ -68,6 +68,16 @@ def load_settings(
         ("RESOURCESYNC_HUB_URL", "https://hub.example.org/hub#top"),  # never sent to the hub
         ("RESOURCESYNC_HUB_URL", "https://hub.example.org/hub?tenant=acme#top"),
         ("RESOURCESYNC_HUB_URL", "https://hub.example.org/hub?a=%zz"),  # no URI: no valid href
+        # `Link: <topic>; rel="self", <hub>; rel="hub"`: a `>` or `"` ends the hub's target
+        # early and breaks the header; a non-ASCII character no header value can carry.
+        ("RESOURCESYNC_HUB_URL", "https://hub.example.org/a>b"),
+        ("RESOURCESYNC_HUB_URL", "https://hub.example.org/<hub>"),
+        ("RESOURCESYNC_HUB_URL", 'https://hub.example.org/hub?tenant="acme"'),
+        ("RESOURCESYNC_HUB_URL", "https://hub.example.org/h{u}b|x"),
+        ("RESOURCESYNC_HUB_URL", "https://hub.example.org/h\u00fcb"),
+        ("PUBLIC_BASE_URL", "http://portal.example.org/rs>x"),  # every topic's and file's Link
+        ("PUBLIC_BASE_URL", 'http://portal.example.org/"rs"'),
+        ("PUBLIC_BASE_URL", "http://portal.example.org/r\u00e9s"),
     ],
 )
 def test_a_value_the_portal_cannot_use_stops_it_naming_the_variable(tmp_path, name, value):
@@ -113,6 +123,23 @@ def test_usable_values_start_the_portal(tmp_path, variables, base_url):
     assert result.stdout.strip() == base_url
 
 
+@pytest.mark.parametrize(
+    ("name", "value", "encoded"),
+    [
+        ("RESOURCESYNC_HUB_URL", "https://hub.example.org/a>b", "%3E"),
+        ("RESOURCESYNC_HUB_URL", "https://hub.example.org/h\u00fcb", "%C3%BC"),
+        ("PUBLIC_BASE_URL", 'http://portal.example.org/"rs"', "%22"),
+    ],
+)
+def test_a_character_no_link_header_can_carry_is_named_with_its_encoding(
+    tmp_path, name, value, encoded
+):
+    result = load_settings(tmp_path, **{name: value})
+
+    last_line = result.stderr.strip().splitlines()[-1]
+    assert f"percent-encode it as {encoded}" in last_line, last_line
+
+
 def test_an_external_hub_may_have_a_query_and_is_published_as_given(tmp_path):
     """WebSub sets no rule on a hub's URL: a query is the hub's own (a tenant, a key)."""
     hub = "https://hub.example.org/websub?tenant=acme&v=2"
@@ -121,3 +148,15 @@ def test_an_external_hub_may_have_a_query_and_is_published_as_given(tmp_path):
 
     assert result.returncode == 0, result.stderr
     assert f"'HUB_URL': '{hub}'" in result.stdout
+
+
+def test_a_hub_url_set_in_python_settings_is_checked_too(settings):
+    """The namespaced dict may be set without the environment; its hub is in every Link."""
+    from django.core.exceptions import ImproperlyConfigured
+
+    from notifications.conf import notification_settings
+
+    settings.RESOURCESYNC_NOTIFICATIONS = {"HUB_URL": 'https://hub.example.org/"hub"'}
+
+    with pytest.raises(ImproperlyConfigured, match=r"\['HUB_URL'\].*percent-encode it as %22"):
+        notification_settings()
