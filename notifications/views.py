@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
-from django.core.exceptions import BadRequest, RequestDataTooBig, TooManyFieldsSent
+from django.core.exceptions import (
+    BadRequest,
+    RequestDataTooBig,
+    TooManyFieldsSent,
+    TooManyFilesSent,
+)
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBase
+from django.http.multipartparser import MultiPartParserError
 from django.utils.decorators import method_decorator
 from django.views import View
 from django.views.decorators.csrf import csrf_exempt
@@ -23,6 +30,23 @@ def _text(message: str, status: int) -> HttpResponse:
     return HttpResponse(message + "\n", status=status, content_type="text/plain")
 
 
+def _form(request: HttpRequest) -> Mapping[str, str] | HttpResponse:
+    """The request's form, or a 400 in the hub's words: Django's own page named nothing,
+    and it logged the traceback of a multipart body it could not parse."""
+    try:
+        return request.POST
+    except (TooManyFieldsSent, RequestDataTooBig) as error:
+        return _text(f"request: too many form fields or bytes ({error})", 400)
+    except (MultiPartParserError, TooManyFilesSent) as error:
+        return _text(
+            f"request: the multipart form could not be read ({error}); send the form as "
+            "application/x-www-form-urlencoded, as WebSub does",
+            400,
+        )
+    except BadRequest:  # Django reads a form only as UTF-8
+        return _text("request: the form must be UTF-8 (send no other charset)", 400)
+
+
 @method_decorator(csrf_exempt, name="dispatch")
 class HubView(View):
     """WebSub subscribe/unsubscribe: 202, then verification of intent after the commit."""
@@ -32,12 +56,9 @@ class HubView(View):
     def post(self, request: HttpRequest) -> HttpResponseBase:
         if not notification_settings().embedded_hub:
             raise Http404("This portal publishes through another hub.")
-        try:
-            form = request.POST
-        except (TooManyFieldsSent, RequestDataTooBig) as error:
-            return _text(f"request: too many form fields or bytes ({error})", 400)
-        except BadRequest:  # Django reads a form only as UTF-8
-            return _text("request: the form must be UTF-8 (send no other charset)", 400)
+        form = _form(request)
+        if isinstance(form, HttpResponse):
+            return form
         try:
             pending = hub.subscription_request(form, request_token(request))
         except AccessDenied as error:

@@ -8,6 +8,7 @@ what the portal publishes; every payload is checked against the official XSDs.
 from __future__ import annotations
 
 import json
+import logging
 import time
 from datetime import timedelta
 from itertools import pairwise
@@ -685,6 +686,46 @@ def test_a_hub_request_in_a_charset_it_cannot_read_gets_a_400_saying_so(client, 
     assert response.status_code == 400
     assert response.content.startswith(b"request: ")
     assert b"charset" in response.content
+
+
+BOUNDARY = "b0undary"
+
+
+def multipart(*headers: str) -> bytes:
+    parts = "".join(f"--{BOUNDARY}\r\n{header}\r\n\r\nx\r\n" for header in headers)
+    return f"{parts}--{BOUNDARY}--\r\n".encode()
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        multipart(f'Content-Disposition: form-data; name="hub.mode"; x="{"a" * 2000}"'),
+        multipart(
+            *[f'Content-Disposition: form-data; name="f"; filename="{n}"' for n in range(101)]
+        ),
+    ],
+    ids=["overlong-part-header", "too-many-files"],
+)
+def test_a_multipart_hub_request_django_cannot_parse_gets_a_clear_400(
+    client, notifying_set, caplog, body
+):
+    """Django's parser refused it (MultiPartParserError, TooManyFilesSent) and logged the
+    traceback of a request the client got wrong: the hub answers in its own words, and
+    logs none."""
+
+    with caplog.at_level(logging.DEBUG):
+        response = client.generic(
+            "POST",
+            "/resourcesync/hub",
+            body,
+            content_type=f"multipart/form-data; boundary={BOUNDARY}",
+        )
+
+    assert response.status_code == 400
+    assert response.content.startswith(b"request: ")
+    assert b"multipart" in response.content
+    assert not [record for record in caplog.records if record.exc_info], caplog.text
+    assert "Traceback" not in caplog.text
 
 
 def test_the_hub_takes_only_post(client, db):
