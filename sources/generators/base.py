@@ -98,6 +98,11 @@ class BaseGenerator:
         """Raise if the copy the backend keeps is down or unhealthy; False if it keeps none."""
         return False
 
+    def unavailable(self, timeout: float) -> str | None:
+        """Why the copy the backend keeps cannot be used now, naming it and where, in one
+        line for an operator; None when it can, or when the backend keeps none."""
+        return None
+
     def visible_through(self, resource_set: ResourceSet) -> int:
         """The highest change id this backend shows, with every change before it."""
         from django.db.models import Max

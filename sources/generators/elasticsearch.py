@@ -12,13 +12,17 @@ TIMEOUT (seconds per request) and OPTIONS (more `Elasticsearch()` arguments).
 
 from __future__ import annotations
 
+import logging
 import re
+import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from datetime import datetime
 from functools import partial
 from itertools import chain
 from typing import Any, ClassVar, NamedTuple
+from urllib.parse import urlsplit
 
 import orjson
 from django.core.exceptions import ImproperlyConfigured
@@ -53,6 +57,51 @@ RECORD = "record"
 RECORD_MAPPING = {"type": "binary", "doc_values": True}
 #: Of the links in `_source` (older indices), what a record keeps: not their `href`.
 LINK_FIELDS = ["ln.rel", "ln.uri", "ln.mime"]
+
+
+def _without_userinfo(url: str) -> str:
+    """A host's URL fit for a message: a password in it is no one's to read."""
+    parts = urlsplit(url)
+    return parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl()
+
+
+def _root_cause(error: BaseException) -> str:
+    """`[Errno 111] Connection refused` rather than the client's wrappers around it."""
+    while error.__cause__ is not None:
+        error = error.__cause__
+    return str(error) or type(error).__name__
+
+
+#: The client's loggers (a filter sees only what is logged on its own logger).
+TRANSPORT_LOGGERS = (
+    "elastic_transport.node",
+    "elastic_transport.node_pool",
+    "elastic_transport.transport",
+)
+
+
+class _OtherThreads(logging.Filter):
+    """Lets through what threads other than the one that made it log."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.thread = threading.get_ident()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.thread != self.thread
+
+
+@contextmanager
+def _client_logs_of_this_thread_dropped() -> Iterator[None]:
+    dropped = _OtherThreads()
+    loggers = [logging.getLogger(name) for name in TRANSPORT_LOGGERS]
+    for logger in loggers:
+        logger.addFilter(dropped)
+    try:
+        yield
+    finally:
+        for logger in loggers:
+            logger.removeFilter(dropped)
 
 
 def _source_paths(*fields: str) -> list[str]:
@@ -279,6 +328,17 @@ class ElasticsearchGenerator(BaseGenerator):
         if quick.cluster.health()["status"] == "red":
             raise RuntimeError("Elasticsearch cluster status red")
         return True
+
+    def unavailable(self, timeout: float) -> str | None:
+        """The cluster's failure to answer `check_copy`, as one line; its client's own
+        warning (a node put on a timeout) is left out, this line says it."""
+        try:
+            with _client_logs_of_this_thread_dropped():
+                self.check_copy(timeout)
+        except Exception as error:
+            hosts = ", ".join(_without_userinfo(host) for host in self.mirror.hosts)
+            return f"Elasticsearch at {hosts} cannot be used ({_root_cause(error)})"
+        return None
 
     def visible_through(self, resource_set: ResourceSet) -> int:
         """Up to the first change not yet indexed: a page never shows a later one without it.

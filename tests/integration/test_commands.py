@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import logging
+import socket
 from io import StringIO
 
 import pytest
 from django.core.management import CommandError, call_command
 
+from sitemaps.descriptions import missing_documents
 from sources.models import ApiToken, DataProvider, ResourceSet, hash_token
+from tests.conftest import ELASTICSEARCH_GENERATOR
 from tests.factories import DataProviderFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
@@ -126,6 +130,116 @@ def test_create_resource_set_refuses_a_bad_slug():
         run("create_resource_set", "acme", "not a slug", "--url-prefix", "https://a.example.org/")
 
     assert not DataProvider.objects.exists()
+
+
+# --- With Elasticsearch down ----------------------------------------------------------
+
+
+@pytest.fixture
+def elasticsearch_down(settings) -> str:
+    """The Elasticsearch generator pointed at a port nothing listens on; yields its URL."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{probe.getsockname()[1]}"
+    settings.RESOURCESYNC_GENERATORS = {
+        "default": {"BACKEND": ELASTICSEARCH_GENERATOR, "HOSTS": [url], "TIMEOUT": 2}
+    }
+    return url
+
+
+def logged_trouble(caplog) -> list[str]:
+    """What a shell would show besides the command's own line: warnings and tracebacks."""
+    return [
+        record.getMessage()
+        for record in caplog.records
+        if record.levelno >= logging.WARNING or record.exc_info
+    ]
+
+
+@pytest.mark.django_db(transaction=True)  # the hooks run at the command's own commit
+def test_create_resource_set_with_elasticsearch_down_keeps_the_set_and_says_so(
+    elasticsearch_down, caplog
+):
+    """Tracebacks of every retry were printed, and the command said "Created" and exited 0
+    although the set had no document."""
+    with pytest.raises(CommandError) as raised:
+        run("create_resource_set", "acme", "reports", "--url-prefix", "https://a.example.org/")
+
+    message = str(raised.value)
+    assert "\n" not in message
+    assert f"Elasticsearch at {elasticsearch_down}" in message
+    assert "Created resource set acme/reports in the database" in message
+    assert "manage.py regenerate acme/reports" in message
+    assert ResourceSet.objects.get().path == "acme/reports"
+    assert logged_trouble(caplog) == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_create_resource_set_moving_a_set_with_elasticsearch_down_says_what_to_run(
+    settings, elasticsearch_down, caplog
+):
+    generators = settings.RESOURCESYNC_GENERATORS
+    settings.RESOURCESYNC_GENERATORS = {
+        "default": {"BACKEND": "sources.generators.database.DatabaseGenerator"}
+    }
+    run("create_resource_set", "acme", "reports", "--url-prefix", "https://a.example.org/")
+    settings.RESOURCESYNC_GENERATORS = generators
+
+    with pytest.raises(CommandError) as raised:
+        run("create_resource_set", "acme", "reports", "--url-prefix", "https://b.example.org/")
+
+    message = str(raised.value)
+    assert "Updated resource set acme/reports in the database" in message
+    assert f"Elasticsearch at {elasticsearch_down}" in message
+    assert "manage.py re_resolve acme/reports --regenerate" in message
+    assert ResourceSet.objects.get().url_prefix == "https://b.example.org/"
+    assert logged_trouble(caplog) == []
+    # Nothing that waits on the copy: the command has done all it is for.
+    out, _ = run(
+        "create_resource_set",
+        "acme",
+        "reports",
+        "--url-prefix",
+        "https://b.example.org/",
+        "--name",
+        "R",
+    )
+    assert "Updated resource set acme/reports." in out
+
+
+def test_regenerate_with_elasticsearch_down_says_so_in_one_line(elasticsearch_down, caplog):
+    ResourceSet.objects.create(
+        provider=DataProviderFactory(slug="acme"),
+        slug="reports",
+        name="Reports",
+        url_prefix="https://a.example.org/",
+    )
+
+    with pytest.raises(CommandError) as raised:
+        run("regenerate", "acme/reports")
+
+    message = str(raised.value)
+    assert "\n" not in message
+    assert f"Elasticsearch at {elasticsearch_down}" in message
+    assert "no set was regenerated" in message
+    assert logged_trouble(caplog) == []
+
+
+def test_regenerate_once_elasticsearch_answers_again_writes_the_set(use_elasticsearch):
+    """What the lines above advise: on a cluster that never had the indices (down since
+    the start), `regenerate` failed with NotFoundError; it indexes first, as a new set does."""
+    resource_set = ResourceSet.objects.create(
+        provider=DataProviderFactory(slug="acme"),
+        slug="reports",
+        name="Reports",
+        url_prefix="https://a.example.org/",
+    )
+    use_elasticsearch.mirror.delete_indices()
+
+    out, _ = run("regenerate", "acme/reports")
+
+    assert "acme/reports: rewrote" in out
+    assert not missing_documents(resource_set)
 
 
 def test_create_api_token_prints_a_key_stored_only_as_hash():

@@ -7,14 +7,19 @@ from django.utils import timezone
 
 from sitemaps.models import RegenerationState
 from sitemaps.regeneration import regenerate
+from sources.generators import get_generator
 from sources.models import ResourceSet
+
+#: Seconds Elasticsearch has to answer before the command says it is down.
+PROBE_SECONDS = 5
 
 
 class Command(BaseCommand):
     help = (
         "Rewrite the changed pages of each set (every page with --full). Exits non-zero "
-        "when a set was not regenerated because a live run holds it, or when the dumps "
-        "it publishes could not be built (it says why)."
+        "when a set was not regenerated because a live run holds it, when the dumps "
+        "it publishes could not be built (it says why), or when Elasticsearch (with its "
+        "generator) does not answer."
     )
 
     def add_arguments(self, parser) -> None:
@@ -22,8 +27,19 @@ class Command(BaseCommand):
         parser.add_argument("--full", action="store_true", help="rewrite every page")
 
     def handle(self, *args, sets: list[str], full: bool, **options) -> None:
+        selected = self.selected(sets)
+        # Every page is built from the copy: with it down, say so once, not per retry.
+        down = get_generator().unavailable(PROBE_SECONDS)
+        if down is not None:
+            raise CommandError(
+                f"{down}: no set was regenerated (their changes stay in the database); "
+                "run this again once it answers."
+            )
         busy, no_dumps = [], []
-        for resource_set in self.selected(sets):
+        for resource_set in selected:
+            # The mirror first, as a new set's first run does: after an outage it takes
+            # what it missed, and on a new cluster it creates the indices pages are read from.
+            get_generator().index_pending(resource_set.pk)
             report = regenerate(resource_set, full=full)
             if report is None:
                 busy.append(resource_set.path)
