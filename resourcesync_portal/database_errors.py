@@ -52,9 +52,17 @@ def _sqlite_unavailable(name: str) -> bool:
     return any(name == code or name.startswith(code + "_") for code in UNAVAILABLE_SQLITE)
 
 
+#: What each trouble tells a reader: a busy lock is no outage to go looking for.
+TROUBLE_MESSAGES = {
+    Trouble.BUSY: "The database is busy; try again shortly.",
+    Trouble.UNAVAILABLE: "The database is unavailable; retry shortly.",
+}
+
+
 class DatabaseUnavailableMiddleware:
-    """A page or document read while the database is down is a 503 with Retry-After,
-    as the API answers, not Django's 500 (a destination cannot tell that from a bug)."""
+    """A page or document read while the database is down or busy (SQLite's write lock)
+    is a 503 with Retry-After that says which, as the API answers, not Django's 500 (a
+    destination cannot tell that from a bug)."""
 
     def __init__(self, get_response):
         self.get_response = get_response
@@ -67,7 +75,7 @@ class DatabaseUnavailableMiddleware:
         if found is None:
             return None
         response = HttpResponse(
-            "The database is unavailable; retry shortly.\n",
+            TROUBLE_MESSAGES[found] + "\n",
             status=503,
             content_type="text/plain; charset=utf-8",
         )

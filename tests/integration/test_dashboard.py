@@ -247,3 +247,52 @@ def test_times_on_the_dashboard_and_the_set_page_name_their_zone(admin_client):
     run = Run.objects.filter(resource_set=articles).first()
     title = admin_client.get(reverse("admin:journal_run_change", args=[run.pk])).content.decode()
     assert re.search(rf"<title>regeneration of acme/articles at {moment} ", title)
+
+
+def _locked() -> Exception:
+    import sqlite3
+
+    from django.db import OperationalError
+
+    error = OperationalError("database is locked")
+    error.__cause__ = sqlite3.OperationalError("database is locked")
+    return error
+
+
+def _down() -> Exception:
+    import psycopg
+    from django.db import OperationalError
+
+    error = OperationalError("connection refused")
+    error.__cause__ = psycopg.OperationalError("connection refused")
+    return error
+
+
+@pytest.mark.parametrize(
+    ("cause", "retry_after", "says", "not_said"),
+    [
+        # SQLite under write load: the database is there, another writer holds the lock.
+        (_locked, "1", "The database is busy; try again shortly.", "unavailable"),
+        (_down, "5", "The database is unavailable; retry shortly.", "busy"),
+    ],
+    ids=["sqlite-locked", "down"],
+)
+def test_the_admin_503_says_whether_the_database_is_busy_or_down(
+    admin_client, monkeypatch, cause, retry_after, says, not_said
+):
+    """A busy lock was answered "The database is unavailable", which sends an operator
+    looking for an outage that is not there."""
+    from dashboard import overview
+
+    def fail(*args, **kwargs):
+        raise cause()
+
+    monkeypatch.setattr(overview, "dashboard_context", fail)
+
+    response = admin_client.get(reverse("admin:index"))
+
+    assert response.status_code == 503
+    assert response["Retry-After"] == retry_after
+    text = response.content.decode()
+    assert says in text
+    assert not_said not in text
