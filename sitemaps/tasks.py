@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
 from datetime import timedelta
 
 from celery import shared_task
@@ -23,27 +20,6 @@ from .models import RegenerationState
 from .regeneration import change_watermark, pending_changes, regenerate, rotation_due
 
 logger = logging.getLogger(__name__)
-
-#: Set while a caller that found the generator's copy down saves sets (`copy_known_down`).
-_copy_down: ContextVar[bool] = ContextVar("copy_down", default=False)
-
-
-@contextmanager
-def copy_known_down() -> Iterator[None]:
-    """Sets saved inside get no attempt at their mirror or documents after the commit:
-    the caller found the generator's copy (Elasticsearch) down and says so itself, with
-    what to run. The work is still queued for a worker, which retries it; eagerly (no
-    broker) it would only fail again at once, with a traceback per retry."""
-    token = _copy_down.set(True)
-    try:
-        yield
-    finally:
-        _copy_down.reset(token)
-
-
-def _queue_unless_known_down(resource_set: ResourceSet) -> None:
-    if not (_copy_down.get() and settings.CELERY_TASK_ALWAYS_EAGER):
-        schedule(resource_set, delay=0)
 
 
 @shared_task(
@@ -149,14 +125,14 @@ def write_missing_documents(resource_set_id: int, *, now: bool) -> None:
     resource_set = ResourceSet.objects.select_related("provider").filter(pk=resource_set_id).first()
     if resource_set is None or not missing_documents(resource_set):
         return
-    if now and not _copy_down.get():
+    if now:
         try:
             get_generator().index_pending(resource_set.pk)
             regenerate(resource_set)
             return
         except Exception:
             logger.exception("Could not write the first documents of %s; queued", resource_set)
-    _queue_unless_known_down(resource_set)
+    schedule(resource_set, delay=0)
 
 
 class SetBusy(Exception):
@@ -207,8 +183,6 @@ def after_locations_changed(resource_set_id: int) -> None:
     """
     if not settings.CELERY_TASK_ALWAYS_EAGER:
         follow_new_locations.delay(resource_set_id)
-        return
-    if _copy_down.get():
         return
     resource_set = ResourceSet.objects.select_related("provider").get(pk=resource_set_id)
     try:

@@ -98,9 +98,10 @@ class BaseGenerator:
         """Raise if the copy the backend keeps is down or unhealthy; False if it keeps none."""
         return False
 
-    def unavailable(self, timeout: float) -> str | None:
-        """Why the copy the backend keeps cannot be used now, naming it and where, in one
-        line for an operator; None when it can, or when the backend keeps none."""
+    def unavailable(self, timeout: float = 5.0) -> str | None:
+        """Why the copy the backend keeps cannot be used now (no answer within `timeout`
+        seconds), naming it and where, in one line for an operator; None when it can, or
+        when the backend keeps none."""
         return None
 
     def visible_through(self, resource_set: ResourceSet) -> int:

@@ -12,12 +12,9 @@ TIMEOUT (seconds per request) and OPTIONS (more `Elasticsearch()` arguments).
 
 from __future__ import annotations
 
-import logging
 import re
-import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from datetime import datetime
 from functools import partial
 from itertools import chain
@@ -70,38 +67,6 @@ def _root_cause(error: BaseException) -> str:
     while error.__cause__ is not None:
         error = error.__cause__
     return str(error) or type(error).__name__
-
-
-#: The client's loggers (a filter sees only what is logged on its own logger).
-TRANSPORT_LOGGERS = (
-    "elastic_transport.node",
-    "elastic_transport.node_pool",
-    "elastic_transport.transport",
-)
-
-
-class _OtherThreads(logging.Filter):
-    """Lets through what threads other than the one that made it log."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.thread = threading.get_ident()
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return record.thread != self.thread
-
-
-@contextmanager
-def _client_logs_of_this_thread_dropped() -> Iterator[None]:
-    dropped = _OtherThreads()
-    loggers = [logging.getLogger(name) for name in TRANSPORT_LOGGERS]
-    for logger in loggers:
-        logger.addFilter(dropped)
-    try:
-        yield
-    finally:
-        for logger in loggers:
-            logger.removeFilter(dropped)
 
 
 def _source_paths(*fields: str) -> list[str]:
@@ -329,12 +294,10 @@ class ElasticsearchGenerator(BaseGenerator):
             raise RuntimeError("Elasticsearch cluster status red")
         return True
 
-    def unavailable(self, timeout: float) -> str | None:
-        """The cluster's failure to answer `check_copy`, as one line; its client's own
-        warning (a node put on a timeout) is left out, this line says it."""
+    def unavailable(self, timeout: float = 5.0) -> str | None:
+        """The cluster's failure to answer `check_copy`, as one line."""
         try:
-            with _client_logs_of_this_thread_dropped():
-                self.check_copy(timeout)
+            self.check_copy(timeout)
         except Exception as error:
             hosts = ", ".join(_without_userinfo(host) for host in self.mirror.hosts)
             return f"Elasticsearch at {hosts} cannot be used ({_root_cause(error)})"

@@ -10,9 +10,6 @@ from sitemaps.regeneration import regenerate
 from sources.generators import get_generator
 from sources.models import ResourceSet
 
-#: Seconds Elasticsearch has to answer before the command says it is down.
-PROBE_SECONDS = 5
-
 
 class Command(BaseCommand):
     help = (
@@ -29,7 +26,7 @@ class Command(BaseCommand):
     def handle(self, *args, sets: list[str], full: bool, **options) -> None:
         selected = self.selected(sets)
         # Every page is built from the copy: with it down, say so once, not per retry.
-        down = get_generator().unavailable(PROBE_SECONDS)
+        down = get_generator().unavailable()
         if down is not None:
             raise CommandError(
                 f"{down}: no set was regenerated (their changes stay in the database); "

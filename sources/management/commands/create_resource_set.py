@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import os
-from contextlib import nullcontext
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -12,12 +11,8 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
-from sitemaps import tasks
 from sources.generators import get_generator
 from sources.models import DataProvider, ResourceSet
-
-#: Seconds Elasticsearch has to answer before the command says it is down.
-PROBE_SECONDS = 5
 
 
 class Command(BaseCommand):
@@ -56,27 +51,23 @@ class Command(BaseCommand):
         root = options["resource_root"]
         if root and not os.path.isabs(root):
             raise CommandError("--resource-root must be an absolute path.")
-        # Asked first: with the copy down, the hooks after the commit leave their work to
-        # the command's one line, instead of a traceback per retry.
-        down = get_generator().unavailable(PROBE_SECONDS)
+        # Asked first: with the copy down, the work after the commit fails, with a
+        # traceback per retry; nothing is saved, and the one line says so.
+        down = get_generator().unavailable()
+        if down is not None:
+            raise CommandError(f"{down}: nothing was saved; run this again once it answers.")
         try:
-            with tasks.copy_known_down() if down else nullcontext(), transaction.atomic():
-                resource_set, created, moved = self._save(options)
+            with transaction.atomic():
+                resource_set, created = self._save(options)
         except ValidationError as exc:
             messages = "; ".join(
                 f"{field}: {' '.join(errors)}" for field, errors in exc.message_dict.items()
             )
             raise CommandError(messages) from exc
         verb = "Created" if created else "Updated"
-        done = f"{verb} resource set {resource_set.path}"
-        if down and (created or moved):
-            raise CommandError(
-                f"{done} in the database, but {down}: {_waiting(resource_set, created)}"
-            )
-        self.stdout.write(self.style.SUCCESS(f"{done}."))
+        self.stdout.write(self.style.SUCCESS(f"{verb} resource set {resource_set.path}."))
 
-    def _save(self, options: dict[str, Any]) -> tuple[ResourceSet, bool, bool]:
-        """The set saved, whether it is new, and whether its stored URIs moved with it."""
+    def _save(self, options: dict[str, Any]) -> tuple[ResourceSet, bool]:
         provider = DataProvider.objects.filter(slug=options["provider"]).first()
         if provider is None:
             provider = DataProvider(
@@ -88,7 +79,6 @@ class Command(BaseCommand):
         created = resource_set is None
         if resource_set is None:
             resource_set = ResourceSet(provider=provider, slug=options["set"], name=options["set"])
-        locations = (resource_set.url_prefix, resource_set.resource_root_dir)
         resource_set.url_prefix = options["url_prefix"]
         for option, attribute in (
             ("resource_root", "resource_root_dir"),
@@ -100,18 +90,4 @@ class Command(BaseCommand):
                 setattr(resource_set, attribute, options[option])
         resource_set.full_clean()
         resource_set.save()
-        moved = locations != (resource_set.url_prefix, resource_set.resource_root_dir)
-        return resource_set, created, moved
-
-
-def _waiting(resource_set: ResourceSet, created: bool) -> str:
-    """What the copy being down left undone, and what to run once it answers."""
-    if created:
-        return (
-            "its documents are not written yet; run manage.py regenerate "
-            f"{resource_set.path} once it answers."
-        )
-    return (
-        "its mirror and documents do not follow the new location yet; run manage.py "
-        f"re_resolve {resource_set.path} --regenerate once it answers."
-    )
+        return resource_set, created
