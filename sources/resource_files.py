@@ -11,6 +11,7 @@ root, cannot publish dumps, and `unreadable_reason` says why.
 from __future__ import annotations
 
 import os
+import stat
 from typing import BinaryIO
 from urllib.parse import unquote
 
@@ -23,6 +24,7 @@ from .models import LocationType, Resource, ResourceSet
 
 __all__ = [
     "ResourceUnreadable",
+    "open_regular_file",
     "open_resource_file",
     "packaged_path",
     "relative_path",
@@ -82,17 +84,26 @@ def resource_file(resource_set: ResourceSet, uri: str) -> str:
 
 def open_resource_file(resource_set: ResourceSet, uri: str) -> BinaryIO:
     """Open the file behind `uri` for reading (a regular file only)."""
-    path = resource_file(resource_set, uri)
+    return open_regular_file(resource_file(resource_set, uri))
+
+
+def open_regular_file(path: str) -> BinaryIO:
+    """Open `path` for reading if it is a regular file; ResourceUnreadable says why not.
+
+    Opened non-blocking, then checked: a plain open of a FIFO waits for a
+    writer, which held a regeneration (and its set) for good.
+    """
     try:
-        handle = open(path, "rb")  # noqa: SIM115 - the caller closes it
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except FileNotFoundError:
         raise ResourceUnreadable("its file is missing") from None
-    except (IsADirectoryError, PermissionError, OSError) as error:
+    except OSError as error:
         raise ResourceUnreadable(f"its file cannot be read: {error.strerror}") from None
-    if not os.path.isfile(path):
-        handle.close()
+    if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+        os.close(descriptor)
         raise ResourceUnreadable("it is not a regular file")
-    return handle
+    os.set_blocking(descriptor, True)
+    return os.fdopen(descriptor, "rb")
 
 
 def unreadable_reason(resource_set: ResourceSet) -> str | None:

@@ -7,12 +7,15 @@ manifest entry and with the file it came from.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import errno
 import hashlib
 import io
 import itertools
+import os
 import re
+import threading
 import zipfile
 from collections.abc import Callable
 from datetime import datetime, timedelta
@@ -1108,3 +1111,36 @@ def test_a_cleanup_during_a_long_run_keeps_what_the_run_will_switch_to(
     assert_consistent(client, published_dir, "resourcedump")
     assert_consistent(client, published_dir, "changedump")
     assert resource_dump(client)[PREFIX + "r1.txt"] == content(1, version=2)
+
+
+def test_a_fifo_where_a_file_was_is_reported_not_waited_on(tmp_path: Path, client) -> None:
+    """Opening a FIFO to read waits for a writer: a run that did held its set forever."""
+    files = FileSet(tmp_path / "files")
+    events = [files.write(f"r{n}.txt", content(n)) for n in range(2)]
+    fifo = files.root / "r1.txt"
+    fifo.unlink()
+    os.mkfifo(fifo)
+    unblocked = threading.Event()
+
+    def writer_after_a_while() -> None:
+        # On a run that waits, be the writer each open waits for (then it reads nothing).
+        if done.wait(5):
+            return
+        unblocked.set()
+        while not done.wait(0.1):
+            with contextlib.suppress(OSError):  # ENXIO: no reader waits right now
+                os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+
+    done = threading.Event()
+    watchdog = threading.Thread(target=writer_after_a_while, daemon=True)
+    watchdog.start()
+    try:
+        report = files.post(events)
+    finally:
+        done.set()
+        watchdog.join()
+
+    assert not unblocked.is_set(), "the run waited on the FIFO until a writer came"
+    reasons = {(s.uri, s.reason) for s in report.dumps.skipped}
+    assert (PREFIX + "r1.txt", "it is not a regular file") in reasons
+    assert set(resource_dump(client)) == {PREFIX + "r0.txt"}
