@@ -1,7 +1,8 @@
 """The harvester's side of WebSub: a callback server, and subscribing at the hub.
 
-The server answers the hub's verification GET only for an intent the
-harvester made (echoing `hub.challenge`), and queues each content
+The server answers only on the callback's unguessable path: the hub's
+verification GET only for an intent the harvester made (echoing
+`hub.challenge`), and it queues each content
 distribution whose `X-Hub-Signature` is the HMAC of the body under our
 secret; anything else is acknowledged (WebSub §7.1: answer 2xx, then ignore)
 and counted as rejected.
@@ -45,6 +46,8 @@ class CallbackState:
 
     secret: str
     max_bytes: int
+    #: The unguessable end of the callback's path (`/websub/<token>`).
+    path: str
     intents: dict[tuple[str, str], threading.Event] = field(default_factory=dict)
     notifications: queue.Queue[bytes] = field(default_factory=queue.Queue)
     rejected: int = 0
@@ -63,6 +66,9 @@ class CallbackHandler(BaseHTTPRequestHandler):
         pass
 
     def do_GET(self) -> None:
+        if not self._on_our_path():
+            self._answer(404)
+            return
         query = {key: values[0] for key, values in parse_qs(urlsplit(self.path).query).items()}
         mode, topic = query.get("hub.mode", ""), query.get("hub.topic", "")
         event = self.state.intents.get((mode, topic))
@@ -78,6 +84,9 @@ class CallbackHandler(BaseHTTPRequestHandler):
         self._answer(200, query["hub.challenge"].encode())
 
     def do_POST(self) -> None:
+        if not self._on_our_path():
+            self._answer(404)
+            return
         length = int(self.headers.get("Content-Length") or 0)
         if length > self.state.max_bytes:
             self._answer(413)
@@ -89,6 +98,11 @@ class CallbackHandler(BaseHTTPRequestHandler):
             self.state.rejected += 1
         self._answer(204)
 
+    def _on_our_path(self) -> bool:
+        """The unguessable path, or a proxy's path ending in it: others who reach the port
+        know the (public) topic, and could confirm intents or report denials."""
+        return urlsplit(self.path).path.endswith(self.state.path)
+
     def _answer(self, status: int, body: bytes = b"") -> None:
         self.send_response(status)
         self.send_header("Content-Type", "text/plain")
@@ -97,24 +111,25 @@ class CallbackHandler(BaseHTTPRequestHandler):
         self.wfile.write(body)
 
 
-def callback_at(base: str, token: str) -> str:
-    """The callback: the unguessable path after the base's own, the base's query kept
+def callback_at(base: str, path: str) -> str:
+    """The callback: the unguessable `path` after the base's own, the base's query kept
     (WebSub lets a callback carry one; the hub appends its parameters to it)."""
     parts = urlsplit(base)
-    return urlunsplit(parts._replace(path=f"{parts.path.rstrip('/')}/websub/{token}"))
+    return urlunsplit(parts._replace(path=f"{parts.path.rstrip('/')}{path}"))
 
 
 class CallbackServer:
     """Listens on the configured host and port under an unguessable path."""
 
     def __init__(self, config: HarvestConfig) -> None:
-        self.state = CallbackState(secrets.token_urlsafe(32), config.max_document_bytes)
+        path = f"/websub/{secrets.token_urlsafe(16)}"
+        self.state = CallbackState(secrets.token_urlsafe(32), config.max_document_bytes, path=path)
         handler = type("Handler", (CallbackHandler,), {"state": self.state})
         self._server = ThreadingHTTPServer((config.callback_host, config.callback_port), handler)
         self._server.daemon_threads = True
         port = self._server.server_port
         base = config.callback_url or f"http://{config.callback_host}:{port}"
-        self.url = callback_at(base, secrets.token_urlsafe(16))
+        self.url = callback_at(base, path)
 
     def __enter__(self) -> CallbackServer:
         threading.Thread(target=self._server.serve_forever, daemon=True).start()

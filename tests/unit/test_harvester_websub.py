@@ -187,3 +187,18 @@ def test_a_callback_url_with_a_query_keeps_it_after_the_unguessable_path(tmp_pat
         answer = httpx.get(f"{server.url}&{urlencode(params)}")  # as a hub appends them
     assert (answer.status_code, answer.text) == (200, "xyz")
     assert verified.is_set()
+
+
+def test_requests_off_the_unguessable_path_are_not_answered(server: CallbackServer):
+    """The path is what keeps others who reach the port from confirming our intents or
+    telling us the hub denied them: the topic is public, the path is not."""
+    verified = server.state.expect("subscribe", TOPIC)
+    elsewhere = urlsplit(server.url)._replace(path="/").geturl()
+    params = {"hub.mode": "subscribe", "hub.topic": TOPIC, "hub.challenge": "xyz"}
+    assert httpx.get(elsewhere, params=params).status_code == 404
+    denial = {"hub.mode": "denied", "hub.topic": TOPIC, "hub.reason": "forged"}
+    assert httpx.get(elsewhere, params=denial).status_code == 404
+    assert httpx.post(elsewhere, content=b"<urlset/>").status_code == 404
+    assert not verified.is_set()
+    assert server.state.denied == ""
+    assert server.state.rejected == 0
