@@ -87,7 +87,9 @@ class CallbackHandler(BaseHTTPRequestHandler):
         if not self._on_our_path():
             self._answer(404)
             return
-        length = int(self.headers.get("Content-Length") or 0)
+        length = self._content_length()
+        if length is None:
+            return
         if length > self.state.max_bytes:
             self._answer(413)
             return
@@ -102,6 +104,18 @@ class CallbackHandler(BaseHTTPRequestHandler):
         """The unguessable path, or a proxy's path ending in it: others who reach the port
         know the (public) topic, and could confirm intents or report denials."""
         return urlsplit(self.path).path.endswith(self.state.path)
+
+    def _content_length(self) -> int | None:
+        """The body's length; None once answered (411 without one, 400 for a bad one:
+        `int("-1")` made `read` take the body up to the end of the connection)."""
+        header = self.headers.get("Content-Length")
+        if header is None:
+            self._answer(411)
+            return None
+        if not (header.isascii() and header.isdigit()):
+            self._answer(400)
+            return None
+        return int(header)
 
     def _answer(self, status: int, body: bytes = b"") -> None:
         self.send_response(status)

@@ -202,3 +202,26 @@ def test_requests_off_the_unguessable_path_are_not_answered(server: CallbackServ
     assert not verified.is_set()
     assert server.state.denied == ""
     assert server.state.rejected == 0
+
+
+@pytest.mark.parametrize(("length", "status"), [("-1", 400), ("12x", 400), ("", 411)])
+def test_a_post_whose_length_is_not_a_number_of_bytes_is_refused_unread(
+    tmp_path: Path, length: str, status: int
+):
+    """`Content-Length: -1` read the body to the end of the connection, whatever its size,
+    past max_document_bytes; an unreadable one failed the handler, and a chunked body was
+    taken for an empty one."""
+    config = HarvestConfig(
+        source_url="http://source.example.org/", destination=tmp_path, max_document_bytes=1000
+    )
+    with CallbackServer(config) as server:
+        parts = urlsplit(server.url)
+        with socket.create_connection((parts.hostname, parts.port), timeout=5) as connection:
+            header = f"Content-Length: {length}\r\n" if length else "Transfer-Encoding: chunked\r\n"
+            connection.sendall(
+                f"POST {parts.path} HTTP/1.1\r\nHost: x\r\n{header}\r\n".encode() + b"x" * 5000
+            )
+            connection.shutdown(socket.SHUT_WR)
+            answer = connection.recv(100)
+    assert answer.split(b" ", 2)[1] == str(status).encode(), answer
+    assert server.state.rejected == 0
