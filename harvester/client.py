@@ -98,7 +98,7 @@ class HarvestClient:
         self._decisions: dict[tuple[str, str], bool] = {}
         limits = httpx.Limits(max_connections=config.concurrency + 2)
         self._direct: DirectConnections | None = None
-        if transport is None and not _proxies_configured():
+        if transport is None and not proxies_configured():
             policy = address_policy(config)
             transport = checked_transport(
                 policy, limits, partial(Pace, config.min_rate, config.timeout)
@@ -274,7 +274,7 @@ def address_policy(config: HarvestConfig) -> AddressPolicy:
     return AddressPolicy.trusting(hosts, config.allowed_networks)
 
 
-def _proxies_configured() -> bool:
+def proxies_configured() -> bool:
     """Whether the environment names an HTTP(S) proxy, which only httpx would use."""
     return any(scheme in ("http", "https", "all") for scheme in urllib.request.getproxies())
 

@@ -6,8 +6,10 @@ requests are compared with it by digest, so no second copy is kept.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import io
+import ipaddress
 import time
 import zlib
 from collections.abc import Iterator
@@ -16,7 +18,9 @@ from urllib.parse import urljoin
 
 import httpx
 
-from harvester.client import link_targets
+from harvester.addresses import AddressPolicy, Refused, checked_transport
+from harvester.client import link_targets, proxies_configured
+from resourcesync_portal.addresses import IPNetwork, parse_address, resolve
 
 from .authority import Authority
 
@@ -70,6 +74,8 @@ class Fetcher:
         self.authority = authority
         self.max_bytes = max_bytes
         self._token = {"Authorization": f"Bearer {token}"} if token else {}
+        if transport is None and not proxies_configured():
+            transport = checked_transport(source_policy(authority), httpx.Limits())
         self._http = httpx.Client(
             timeout=httpx.Timeout(timeout), headers={"User-Agent": USER_AGENT}, transport=transport
         )
@@ -189,6 +195,8 @@ class Fetcher:
                 )
             except httpx.HTTPError as error:
                 raise FetchFailed(f"GET {url} failed: {error!r}") from error
+            except Refused as error:
+                raise FetchFailed(f"GET {url} refused: {error}") from error
             if response.is_redirect and "Location" in response.headers:
                 response.close()
                 url = urljoin(url, response.headers["Location"])
@@ -221,6 +229,24 @@ class Fetcher:
             raise FetchFailed(f"reading the body failed: {error!r}") from error
         if inflater is not None and not inflater.eof:
             raise FetchFailed("the gzip stream is truncated")
+
+
+def source_policy(authority: Authority) -> AddressPolicy:
+    """Public addresses, those the source's own host has now (the person validating
+    named it), and those written out in --allow-host (loopback for `localhost`).
+
+    A subdomain's DNS is the source's to answer: one pointing at 169.254.169.254
+    or a service beside the validator opens nothing, as for the harvester.
+    """
+    try:
+        own = resolve(authority.host, authority.port)
+    except (OSError, UnicodeError):
+        own = []  # the first GET says why
+    networks: list[IPNetwork] = [ipaddress.ip_network(parse_address(a)) for a in own]
+    policy = AddressPolicy.trusting((authority.host, *authority.extra_hosts), networks)
+    return dataclasses.replace(
+        policy, advice="which the validator reaches only on the source's own host"
+    )
 
 
 def _inflate(inflater: zlib._Decompress, chunk: bytes, room: int) -> bytes:
