@@ -18,6 +18,7 @@ from sitemaps.access import SetReadView
 
 from .locations import LocationError, resolve_location
 from .models import LocationType
+from .resource_files import ResourceUnreadable, open_regular_file
 
 
 class ResourceFileView(SetReadView):
@@ -41,10 +42,11 @@ class ResourceFileView(SetReadView):
         except LocationError:
             raise Http404("No such file.") from None
         full_path = os.path.join(resource_set.resource_root_dir, *path.split("/"))
-        if not os.path.isfile(full_path):
-            raise Http404("No such file.")
+        try:  # opened, then checked: no window for a swap, and a FIFO is never waited on
+            handle = open_regular_file(full_path)
+        except ResourceUnreadable:
+            raise Http404("No such file.") from None
         content_type = mimetypes.guess_type(full_path)[0] or "application/octet-stream"
-        handle = open(full_path, "rb")  # noqa: SIM115 (FileResponse closes it)
         response = FileResponse(handle, content_type=content_type)
         # ResourceSync discovery: the resource names its Capability List.
         response["Link"] = f'<{links.capability_list_url(resource_set)}>; rel="resourcesync"'

@@ -180,3 +180,26 @@ def test_issued_keys_never_start_with_a_dash():
     provider = DataProvider.objects.create(slug="dash", name="Dash")
     keys = [key_of(provider=provider) for _ in range(1000)]
     assert not [key for key in keys if key.startswith("-")]
+
+
+# --- /files/: a file swapped under the request ---------------------------------------------
+
+
+def test_a_file_removed_while_it_is_looked_up_is_never_a_500(client, protected, monkeypatch):
+    """It was checked, then opened: removed in between (a provider's sync replacing it),
+    the open failed as a 500; a FIFO put there would have held the worker for good."""
+    import mimetypes
+    import os
+
+    from sources import views
+
+    guess = mimetypes.guess_type
+
+    def removed_meanwhile(path, *args, **kwargs):
+        os.remove(path)
+        return guess(path, *args, **kwargs)
+
+    monkeypatch.setattr(views.mimetypes, "guess_type", removed_meanwhile)
+    response = client.get(FILE, headers={"Authorization": f"Bearer {staff_key()}"})
+
+    assert response.status_code in (200, 404)
