@@ -90,10 +90,13 @@ def open_resource_file(resource_set: ResourceSet, uri: str) -> BinaryIO:
 def open_regular_file(path: str) -> BinaryIO:
     """Open `path` for reading if it is a regular file; ResourceUnreadable says why not.
 
-    Opened non-blocking, then checked: a plain open of a FIFO waits for a
-    writer, which held a regeneration (and its set) for good.
+    Checked, opened non-blocking, then checked again on what was opened: a plain
+    open of a FIFO waits for a writer, which held a regeneration (and its set) for
+    good, and a device's driver may act on an open.
     """
     try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            raise ResourceUnreadable("it is not a regular file")
         descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except FileNotFoundError:
         raise ResourceUnreadable("its file is missing") from None

@@ -47,7 +47,10 @@ class ResourceFileView(SetReadView):
         except ResourceUnreadable:
             raise Http404("No such file.") from None
         content_type = mimetypes.guess_type(full_path)[0] or "application/octet-stream"
-        response = FileResponse(handle, content_type=content_type)
+        # Named: the handle opened from a descriptor has no name of its own to send.
+        response = FileResponse(
+            handle, content_type=content_type, filename=os.path.basename(full_path)
+        )
         # ResourceSync discovery: the resource names its Capability List.
         response["Link"] = f'<{links.capability_list_url(resource_set)}>; rel="resourcesync"'
         return response

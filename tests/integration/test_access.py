@@ -203,3 +203,11 @@ def test_a_file_removed_while_it_is_looked_up_is_never_a_500(client, protected, 
     response = client.get(FILE, headers={"Authorization": f"Bearer {staff_key()}"})
 
     assert response.status_code in (200, 404)
+
+
+def test_a_file_is_sent_inline_under_its_own_name(client, protected):
+    response = client.get(FILE, headers={"Authorization": f"Bearer {staff_key()}"})
+
+    assert response.status_code == 200
+    assert response["Content-Disposition"] == 'inline; filename="a.txt"'
+    assert b"".join(response.streaming_content) == b"a"
