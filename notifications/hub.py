@@ -19,6 +19,7 @@ import httpx
 from django.db import transaction
 from django.utils import timezone
 
+from resourcesync_portal.addresses import carried_ipv4, parse_address
 from sources.models import ApiToken, ResourceSet
 
 from . import callbacks
@@ -156,11 +157,18 @@ def check_address_budget(addresses: list[str]) -> None:
     """429 past an address's budget: a host's, shared by every name it has (wildcard DNS
     gives any number of names to one address, and each would have had a budget)."""
     per_minute = notification_settings().HUB_REQUESTS_PER_MINUTE * HOST_BUDGET_FACTOR
-    for address in sorted(set(addresses)):
+    for address in sorted({_reached(address) for address in addresses}):
         if callbacks.over_budget("hub-request-address", address, per_minute):
             raise HubRequestError(
                 "hub.callback", "too many requests for this callback's address", 429
             )
+
+
+def _reached(address: str) -> str:
+    """The address a request reaches: an IPv6 one carrying an IPv4 one (mapped, 6to4,
+    NAT64) is that IPv4 address, however it is spelt."""
+    parsed = parse_address(address)
+    return str(carried_ipv4(parsed) or parsed)
 
 
 def anything_to_end(resource_set: ResourceSet, kind: str, callback: str) -> bool:

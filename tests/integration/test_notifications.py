@@ -870,6 +870,9 @@ def test_a_callback_host_and_address_have_a_budget_that_variants_of_one_url_shar
     other_name = ask_hub(client, {"hub.callback": "http://localhost:9/cb"})
     assert other_name.status_code == 429
     assert other_name.content == b"hub.callback: too many requests for this callback's address\n"
+    # Nor does another spelling of the address (IPv4-mapped IPv6, as an AAAA record gives).
+    mapped = ask_hub(client, {"hub.callback": "http://[::ffff:127.0.0.1]:9/cb"})
+    assert mapped.status_code == 429
 
 
 def test_an_unsubscribe_with_nothing_to_end_calls_no_callback(
