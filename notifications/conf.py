@@ -13,7 +13,7 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
-from sitemaps.protocol.uris import link_target_problem
+from resourcesync_portal.environment import checked_hub_url
 
 #: WebSub leases: the issue's bounds, 300 s to 31 days.
 MIN_LEASE_SECONDS = 300
@@ -72,9 +72,8 @@ def notification_settings() -> NotificationSettings:
         )
     if "ALLOWED_CALLBACK_NETWORKS" in given:
         given["ALLOWED_CALLBACK_NETWORKS"] = tuple(given["ALLOWED_CALLBACK_NETWORKS"])
-    # In every topic's Link header, which a `>` or `"` would break (the environment's
-    # RESOURCESYNC_HUB_URL is checked at start; a dict set in Python is checked here).
-    problem = link_target_problem(given.get("HUB_URL", ""))
-    if problem is not None:
-        raise ImproperlyConfigured(f"RESOURCESYNC_NOTIFICATIONS['HUB_URL'] {problem}.")
+    # In every topic's Link header (the environment's RESOURCESYNC_HUB_URL is checked at
+    # start; a dict set in Python is checked here, the same way).
+    if given.get("HUB_URL"):
+        checked_hub_url("RESOURCESYNC_NOTIFICATIONS['HUB_URL']", given["HUB_URL"])
     return NotificationSettings(**given)

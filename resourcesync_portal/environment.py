@@ -142,8 +142,11 @@ def env_url(name: str) -> str:
     own; a fragment never reaches the hub, and a user would be in every Link header.
     """
     value = os.environ.get(name, "").strip()
-    if not value:
-        return value
+    return checked_hub_url(name, value) if value else value
+
+
+def checked_hub_url(name: str, value: str) -> str:
+    """`value`, if a hub's URL may be it (else ImproperlyConfigured naming `name`)."""
     _check_link_target(name, value)
     base, _, query = value.partition("?")
     if _unprintable(value) or "#" in query or base_url_problem(base):

@@ -160,3 +160,24 @@ def test_a_hub_url_set_in_python_settings_is_checked_too(settings):
 
     with pytest.raises(ImproperlyConfigured, match=r"\['HUB_URL'\].*percent-encode it as %22"):
         notification_settings()
+
+
+@pytest.mark.parametrize(
+    "hub",
+    [
+        "https://hub.example.org/a b",  # a space inside `Link: <...>`
+        "ftp://hub.example.org/x",
+        "https://user:secret@hub.example.org/",
+        "https://hub.example.org/#top",
+        "https://hub.example.org/a%zz",
+    ],
+)
+def test_a_hub_url_set_in_python_settings_gets_every_check_the_environments_gets(settings, hub):
+    from django.core.exceptions import ImproperlyConfigured
+
+    from notifications.conf import notification_settings
+
+    settings.RESOURCESYNC_NOTIFICATIONS = {"HUB_URL": hub}
+
+    with pytest.raises(ImproperlyConfigured, match=r"\['HUB_URL'\]"):
+        notification_settings()
