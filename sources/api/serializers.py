@@ -17,6 +17,8 @@ from sitemaps.protocol.constants import ChangeType
 from sources.models import LocationType
 from sources.services import MAX_REPORTED_ERRORS
 
+from .validation import MAX_ID_LENGTH, MAX_REL_LENGTH, MAX_VALUE_LENGTH
+
 
 class LocationSerializer(serializers.Serializer):
     type = serializers.ChoiceField(
@@ -24,12 +26,12 @@ class LocationSerializer(serializers.Serializer):
         help_text="`url`: used as is (http or https). `abs_path`: a file inside the set's "
         "resource_root_dir. `rel_path`: relative to the set's url_prefix.",
     )
-    value = serializers.CharField(max_length=4096)
+    value = serializers.CharField(max_length=MAX_VALUE_LENGTH)
 
 
 class LinkSerializer(serializers.Serializer):
     rel = serializers.CharField(
-        max_length=2048, help_text="Link relation, e.g. `describedby`, or a URI."
+        max_length=MAX_REL_LENGTH, help_text="Link relation, e.g. `describedby`, or a URI."
     )
     href = LocationSerializer()
     mime = serializers.CharField(required=False, allow_blank=True)
@@ -61,7 +63,7 @@ class EventSerializer(serializers.Serializer):
     )
     id = serializers.CharField(
         required=False,
-        max_length=200,
+        max_length=MAX_ID_LENGTH,
         help_text="The client's event id: an event retried with the same id is counted as "
         "a duplicate and not applied again.",
     )
