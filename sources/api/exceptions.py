@@ -23,7 +23,7 @@ from rest_framework.views import exception_handler, set_rollback
 from resourcesync_portal.database_errors import Trouble, trouble
 from sources.services import EventsRejected, LocationsChanged
 
-from .parsers import BodyTooLarge, LengthRequired, UnsupportedContentEncoding
+from .parsers import BodyTooLarge, LengthRequired
 from .serializers import ErrorListSerializer
 
 
@@ -66,6 +66,10 @@ class RetryLater(APIException):
 
     status_code = status.HTTP_503_SERVICE_UNAVAILABLE
     retry_after = 1
+
+    @property
+    def response_headers(self) -> dict[str, str]:
+        return {"Retry-After": str(self.retry_after)}
 
 
 class DatabaseBusy(RetryLater):
@@ -126,9 +130,8 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response |
         body = ErrorListSerializer({"errors": exc.errors}).data
         return Response(body, status=exc.status_code)
     response = exception_handler(exc, context)
-    if response is not None and isinstance(exc, RetryLater):
-        response["Retry-After"] = str(exc.retry_after)
-    if response is not None and isinstance(exc, UnsupportedContentEncoding):
-        for name, value in exc.headers.items():
+    if response is not None:
+        # What an error adds to DRF's answer (Retry-After, Accept-Encoding), by its class.
+        for name, value in getattr(exc, "response_headers", {}).items():
             response[name] = value
     return response

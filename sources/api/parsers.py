@@ -345,7 +345,7 @@ class UnsupportedContentEncoding(UnsupportedMediaType):
     """A compressed body: 415, and `Accept-Encoding: identity` says what may be sent
     instead (RFC 7694, section 3)."""
 
-    headers = {"Accept-Encoding": "identity"}
+    response_headers = {"Accept-Encoding": "identity"}
 
 
 def _check_content_encoding(encoding: str) -> None:
