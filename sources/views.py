@@ -42,7 +42,7 @@ class ResourceFileView(SetReadView):
         except LocationError:
             raise Http404("No such file.") from None
         full_path = os.path.join(resource_set.resource_root_dir, *path.split("/"))
-        try:  # opened, then checked: no window for a swap, and a FIFO is never waited on
+        try:  # checked on what was opened: no window for a swap, and no FIFO waited on
             handle = open_regular_file(full_path)
         except ResourceUnreadable:
             raise Http404("No such file.") from None

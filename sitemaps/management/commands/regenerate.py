@@ -25,8 +25,9 @@ class Command(BaseCommand):
 
     def handle(self, *args, sets: list[str], full: bool, **options) -> None:
         selected = self.selected(sets)
+        generator = get_generator()
         # Every page is built from the copy: with it down, say so once, not per retry.
-        down = get_generator().unavailable()
+        down = generator.unavailable()
         if down is not None:
             raise CommandError(
                 f"{down}: no set was regenerated (their changes stay in the database); "
@@ -36,7 +37,7 @@ class Command(BaseCommand):
         for resource_set in selected:
             # The mirror first, as a new set's first run does: after an outage it takes
             # what it missed, and on a new cluster it creates the indices pages are read from.
-            get_generator().index_pending(resource_set.pk)
+            generator.index_pending(resource_set.pk)
             report = regenerate(resource_set, full=full)
             if report is None:
                 busy.append(resource_set.path)
